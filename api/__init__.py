@@ -1,0 +1,1 @@
+"""The meshplan service and CLI (the composition root)."""

@@ -1,0 +1,1 @@
+"""Catalogs: hardware (GPUs and links) and analytic model families."""

@@ -1,0 +1,98 @@
+"""GPU catalog: peak dense bf16 FLOP/s, memory, HBM bandwidth and link bandwidths.
+
+Sources (../shared/REFERENCE.md, "Hardware"):
+- A100 SXM 80GB: 312 TFLOP/s bf16 dense, 80 GB, 2.0 TB/s HBM, NVLink 600 GB/s per GPU
+  (NVIDIA A100 datasheet); DGX A100: 8 x HDR 200 Gb/s InfiniBand per node = 25 GB/s per GPU.
+- H100 SXM 80GB: 989 TFLOP/s, 80 GB, 3.35 TB/s, NVLink 900 GB/s (NVIDIA H100 datasheet);
+  NDR 400 Gb/s per GPU = 50 GB/s.
+- H200 SXM 141GB: 989 TFLOP/s, 141 GB, 4.8 TB/s, NVLink 900 GB/s (NVIDIA H200 datasheet).
+
+Bandwidths are GB/s (1e9 bytes/s), "per GPU, one direction" as NVIDIA quotes NVLink
+aggregate bandwidth; the cost model's collective formulas use bus bandwidth (NCCL
+doc/PERFORMANCE.md), which we take as half the quoted bidirectional NVLink figure.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GB = 1e9
+GIB = 1024**3
+
+
+class GpuSpec(BaseModel):
+    """One GPU model. Every value can be overridden in a ClusterSpec."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    peak_bf16_tflops: float = Field(gt=0, description="peak dense bf16 tensor-core TFLOP/s")
+    memory_gib: float = Field(gt=0, description="device memory, GiB")
+    hbm_gbps: float = Field(gt=0, description="HBM bandwidth, GB/s")
+    nvlink_gbps: float = Field(gt=0, description="NVLink bandwidth per GPU (bidirectional), GB/s")
+    inter_node_gbps: float = Field(gt=0, description="default inter-node bandwidth per GPU, GB/s")
+
+    @property
+    def peak_flops(self) -> float:
+        return self.peak_bf16_tflops * 1e12
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * GIB)
+
+
+# The "80GB" parts carry 80 GiB (nvidia-smi reports 81920 MiB); the H200 reports
+# 143771 MiB (140.4 GiB).
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        GpuSpec(
+            name="A100-SXM-80GB",
+            peak_bf16_tflops=312.0,
+            memory_gib=80.0,
+            hbm_gbps=2039.0,
+            nvlink_gbps=600.0,
+            inter_node_gbps=25.0,
+        ),
+        GpuSpec(
+            name="H100-SXM-80GB",
+            peak_bf16_tflops=989.0,
+            memory_gib=80.0,
+            hbm_gbps=3350.0,
+            nvlink_gbps=900.0,
+            inter_node_gbps=50.0,
+        ),
+        GpuSpec(
+            name="H200-SXM-141GB",
+            peak_bf16_tflops=989.0,
+            memory_gib=140.4,
+            hbm_gbps=4800.0,
+            nvlink_gbps=900.0,
+            inter_node_gbps=50.0,
+        ),
+        # A stand-in "GPU" for plans of CPU runs (the reference runner with gloo on this
+        # machine's cores); numbers are placeholders that measured profiles replace.
+        GpuSpec(
+            name="CPU",
+            peak_bf16_tflops=1.0,
+            memory_gib=16.0,
+            hbm_gbps=20.0,
+            nvlink_gbps=10.0,
+            inter_node_gbps=1.0,
+        ),
+    )
+}
+
+ALIASES: dict[str, str] = {
+    "A100": "A100-SXM-80GB",
+    "A100-80GB": "A100-SXM-80GB",
+    "A100 SXM 80GB": "A100-SXM-80GB",
+    "H100": "H100-SXM-80GB",
+    "H100-80GB": "H100-SXM-80GB",
+    "H200": "H200-SXM-141GB",
+}
+
+
+def lookup_gpu(name: str) -> GpuSpec | None:
+    """The catalog entry for `name` (or one of its aliases), or None."""
+    return GPUS.get(ALIASES.get(name, name))

@@ -1,0 +1,69 @@
+"""ClusterSpec: how many GPUs of which model, and the links between them (DESIGN.md, contract 2)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from planner.catalog.hardware import GPUS, GpuSpec, lookup_gpu
+from planner.specs.base import Frozen
+
+
+class ClusterSpec(Frozen):
+    """GPUs and links. Link figures left out come from the GPU's catalog entry.
+
+    Bandwidths are GB/s per GPU; latencies seconds per message.
+    """
+
+    gpu: str = Field(description="catalog name, e.g. A100-SXM-80GB")
+    num_gpus: int = Field(gt=0)
+    gpus_per_node: int = Field(default=8, gt=0)
+    intra_node_gbps: float | None = Field(default=None, gt=0)
+    inter_node_gbps: float | None = Field(default=None, gt=0)
+    intra_node_latency_s: float = Field(default=5e-6, ge=0)
+    inter_node_latency_s: float = Field(default=1e-5, ge=0)
+    peak_tflops: float | None = Field(default=None, gt=0, description="override the catalog")
+    memory_gib: float | None = Field(default=None, gt=0, description="override the catalog")
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        if lookup_gpu(v) is None:
+            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(sorted(GPUS))}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> ClusterSpec:
+        n, g = self.num_gpus, self.gpus_per_node
+        if n > g and n % g:
+            raise ValueError(
+                f"num_gpus={n} must be a multiple of gpus_per_node={g} when it spans nodes"
+            )
+        return self
+
+    @property
+    def device(self) -> GpuSpec:
+        """The GPU's catalog entry with this spec's overrides applied."""
+        base = lookup_gpu(self.gpu)
+        assert base is not None  # checked on construction
+        update: dict[str, float] = {}
+        if self.peak_tflops is not None:
+            update["peak_bf16_tflops"] = self.peak_tflops
+        if self.memory_gib is not None:
+            update["memory_gib"] = self.memory_gib
+        if self.intra_node_gbps is not None:
+            update["nvlink_gbps"] = self.intra_node_gbps
+        if self.inter_node_gbps is not None:
+            update["inter_node_gbps"] = self.inter_node_gbps
+        return base.model_copy(update=update) if update else base
+
+    @property
+    def num_nodes(self) -> int:
+        return max(1, -(-self.num_gpus // self.gpus_per_node))
+
+    @property
+    def intra_bw_bytes_per_s(self) -> float:
+        return self.device.nvlink_gbps * 1e9
+
+    @property
+    def inter_bw_bytes_per_s(self) -> float:
+        return self.device.inter_node_gbps * 1e9

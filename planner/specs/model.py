@@ -1,0 +1,244 @@
+"""Model specs: the architecture of a built-in family, and the ModelProfile contract.
+
+ModelProfile is the one schema shared by the profiler's output, the analytic catalog's output
+and the API (DESIGN.md, contract 1). A profile lists the model's layers in execution order
+(embedding, decoder blocks, LM head + loss) and, at each measured point (micro-batch size, tp
+degree, sequence parallel), one LayerCost per distinct layer kind.
+
+Rule for values in between (ModelProfile.cost):
+1. a point with the same (micro_batch_size, tp, sequence_parallel) is used as is;
+2. otherwise, among points with the same tp (and the same sequence-parallel setting if any has
+   it, else the other one), times and activation/output bytes are interpolated linearly in the
+   micro-batch size between the two nearest measured sizes (extrapolated from the two nearest
+   when outside the range; proportionally from a single point when only one exists);
+   parameter bytes do not depend on the micro-batch size;
+3. with no point at that tp, the nearest tp is scaled: times, activation bytes and parameter
+   bytes x tp_measured / tp (the sharded part dominates; Megatron splits heads and FFN by tp).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from planner.specs.base import Dtype, Frozen, ModeValues
+
+Family = Literal["gpt", "llama"]
+
+
+class ModelArch(Frozen):
+    """A built-in model family's shapes (Megatron GPT or Llama)."""
+
+    family: Family
+    name: str = ""
+    num_layers: int = Field(gt=0, description="decoder blocks")
+    hidden_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int | None = Field(default=None, gt=0, description="default: attention heads")
+    ffn_hidden_size: int | None = Field(
+        default=None, gt=0, description="default: 4 x hidden (gpt), required for llama"
+    )
+    vocab_size: int = Field(gt=0)
+    tied_embeddings: bool | None = Field(default=None, description="default: gpt yes, llama no")
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelArch:
+        h, a = self.hidden_size, self.num_attention_heads
+        if h % a:
+            raise ValueError(
+                f"num_attention_heads={a} must divide hidden_size={h} (remainder {h % a})"
+            )
+        kv = self.num_kv_heads
+        if kv is not None and a % kv:
+            raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={a}")
+        if self.family == "llama" and self.ffn_hidden_size is None:
+            raise ValueError("ffn_hidden_size is required for family 'llama'")
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def ffn(self) -> int:
+        return self.ffn_hidden_size or 4 * self.hidden_size
+
+    @property
+    def tied(self) -> bool:
+        return self.tied_embeddings if self.tied_embeddings is not None else self.family == "gpt"
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"{self.family}-{self.num_layers}x{self.hidden_size}"
+
+
+class LayerRef(Frozen):
+    """One layer of the model in execution order; `kind` keys its costs in every ProfilePoint."""
+
+    name: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+
+
+class LayerCost(Frozen):
+    """Costs of one layer kind for one micro-batch, as one tp rank sees it.
+
+    Times are seconds; `bw_input_s + bw_weight_s` is the full backward (B = I + W, Qi et al.
+    2024). `recompute_s` is the extra forward work done in backward under each recompute mode
+    (0 for `none`). `activation_bytes` is what is saved for backward under each mode.
+    """
+
+    fw_s: float = Field(ge=0)
+    bw_input_s: float = Field(ge=0)
+    bw_weight_s: float = Field(ge=0)
+    recompute_s: ModeValues
+    activation_bytes: ModeValues
+    param_bytes: float = Field(ge=0, description="parameter bytes held by one tp rank")
+    param_count: float = Field(ge=0, description="parameters held by one tp rank")
+    output_bytes: float = Field(ge=0, description="bytes of the layer output (stage boundary)")
+    tp_comm_bytes: float = Field(
+        default=0, ge=0, description="bytes all-reduced by the TP group per micro-batch, fw + bw"
+    )
+    fw_flops: float = Field(default=0, ge=0, description="model FLOPs of the forward, one tp rank")
+    spread: dict[str, float] | None = Field(
+        default=None, description="relative spread (e.g. IQR/median) of each measured timing"
+    )
+
+    @property
+    def bw_s(self) -> float:
+        return self.bw_input_s + self.bw_weight_s
+
+
+class ProfilePoint(Frozen):
+    """Costs of each layer kind at one (micro_batch_size, tp, sequence_parallel)."""
+
+    micro_batch_size: int = Field(gt=0)
+    tp: int = Field(default=1, gt=0)
+    sequence_parallel: bool = False
+    kinds: dict[str, LayerCost]
+
+
+class ModelProfile(Frozen):
+    """Per-layer time and memory of a model (DESIGN.md, contract 1). Versioned JSON."""
+
+    schema_version: Literal[1] = 1
+    name: str = Field(min_length=1)
+    source: Literal["analytic", "measured"]
+    dtype: Dtype = "bf16"
+    device_name: str = ""
+    seq_length: int = Field(gt=0)
+    layers: tuple[LayerRef, ...] = Field(min_length=1)
+    points: tuple[ProfilePoint, ...] = Field(min_length=1)
+    arch: ModelArch | None = Field(default=None, description="shapes, for a built-in family")
+    torch_version: str | None = None
+    measured_at: str | None = None
+    notes: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelProfile:
+        kinds = {layer.kind for layer in self.layers}
+        seen: set[tuple[int, int, bool]] = set()
+        for i, point in enumerate(self.points):
+            key = (point.micro_batch_size, point.tp, point.sequence_parallel)
+            if key in seen:
+                raise ValueError(f"points[{i}]: duplicate point {key}")
+            seen.add(key)
+            missing = sorted(kinds - point.kinds.keys())
+            if missing:
+                raise ValueError(
+                    f"points[{i}] (micro_batch_size={point.micro_batch_size}, tp={point.tp}) "
+                    f"lacks costs for layer kinds {missing}"
+                )
+        return self
+
+    @property
+    def model_hash(self) -> str:
+        """Content hash of what determines plans: layers, costs, sequence length, dtype."""
+        doc = self.model_dump(mode="json", include={"layers", "points", "seq_length", "dtype"})
+        raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+    @property
+    def tp_degrees(self) -> tuple[int, ...]:
+        return tuple(sorted({p.tp for p in self.points}))
+
+    @property
+    def micro_batch_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted({p.micro_batch_size for p in self.points}))
+
+    def cost(
+        self, kind: str, *, micro_batch_size: int, tp: int, sequence_parallel: bool = False
+    ) -> LayerCost:
+        """Cost of `kind` at the given point, by the rule in the module docstring."""
+        exact = [
+            p
+            for p in self.points
+            if (p.micro_batch_size, p.tp, p.sequence_parallel)
+            == (micro_batch_size, tp, sequence_parallel)
+        ]
+        if exact:
+            return exact[0].kinds[kind]
+        tps = sorted({p.tp for p in self.points}, key=lambda t: (abs(t - tp), t))
+        ref_tp = tps[0]
+        same_tp = [p for p in self.points if p.tp == ref_tp]
+        same_sp = [p for p in same_tp if p.sequence_parallel == sequence_parallel]
+        pts = sorted(same_sp or same_tp, key=lambda p: p.micro_batch_size)
+        cost = _interpolate(pts, kind, micro_batch_size)
+        if ref_tp != tp:
+            cost = _scale(cost, ref_tp / tp, params_too=True)
+        return cost
+
+
+def _interpolate(points: list[ProfilePoint], kind: str, b: int) -> LayerCost:
+    if len(points) == 1:
+        p = points[0]
+        return _scale(p.kinds[kind], b / p.micro_batch_size, params_too=False)
+    by_distance = sorted(points, key=lambda p: (abs(p.micro_batch_size - b), p.micro_batch_size))
+    lo, hi = sorted(by_distance[:2], key=lambda p: p.micro_batch_size)
+    t = (b - lo.micro_batch_size) / (hi.micro_batch_size - lo.micro_batch_size)
+    a, c = lo.kinds[kind], hi.kinds[kind]
+
+    def lerp(x: float, y: float) -> float:
+        return max(0.0, x + (y - x) * t)
+
+    def lerp_modes(x: ModeValues, y: ModeValues) -> ModeValues:
+        return ModeValues(
+            none=lerp(x.none, y.none),
+            selective=lerp(x.selective, y.selective),
+            full=lerp(x.full, y.full),
+        )
+
+    return LayerCost(
+        fw_s=lerp(a.fw_s, c.fw_s),
+        bw_input_s=lerp(a.bw_input_s, c.bw_input_s),
+        bw_weight_s=lerp(a.bw_weight_s, c.bw_weight_s),
+        recompute_s=lerp_modes(a.recompute_s, c.recompute_s),
+        activation_bytes=lerp_modes(a.activation_bytes, c.activation_bytes),
+        param_bytes=a.param_bytes,
+        param_count=a.param_count,
+        output_bytes=lerp(a.output_bytes, c.output_bytes),
+        tp_comm_bytes=lerp(a.tp_comm_bytes, c.tp_comm_bytes),
+        fw_flops=lerp(a.fw_flops, c.fw_flops),
+    )
+
+
+def _scale(c: LayerCost, f: float, *, params_too: bool) -> LayerCost:
+    """Scale the micro-batch-dependent parts by f (and the parameters too, for a tp change)."""
+
+    def modes(x: ModeValues) -> ModeValues:
+        return ModeValues(none=x.none * f, selective=x.selective * f, full=x.full * f)
+
+    return LayerCost(
+        fw_s=c.fw_s * f,
+        bw_input_s=c.bw_input_s * f,
+        bw_weight_s=c.bw_weight_s * f,
+        recompute_s=modes(c.recompute_s),
+        activation_bytes=modes(c.activation_bytes),
+        param_bytes=c.param_bytes * f if params_too else c.param_bytes,
+        param_count=c.param_count * f if params_too else c.param_count,
+        output_bytes=c.output_bytes * (1.0 if params_too else f),
+        tp_comm_bytes=c.tp_comm_bytes * (1.0 if params_too else f),
+        fw_flops=c.fw_flops * f,
+    )

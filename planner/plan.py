@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from planner.specs.base import Frozen, RecomputeMode, ScheduleName
+from planner.specs.model import ModelArch
 from planner.specs.request import Candidate, StageSpec
 
 
@@ -76,6 +77,7 @@ class Plan(Frozen):
 
     model_name: str
     model_hash: str
+    arch: ModelArch | None = Field(default=None, description="the model's shapes, when known")
     gpu: str
     num_gpus: int
     tp: int

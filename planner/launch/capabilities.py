@@ -1,0 +1,73 @@
+"""What each training framework can express (used by the emitters and to narrow the search).
+
+`stage_split`: "any" (explicit boundaries), "first_last" (the first and last stage may differ,
+the middle stages hold equal numbers of decoder layers: Megatron's
+--decoder-first/last-pipeline-num-layers), "uniform" (equal decoder layers per stage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from planner.specs.base import Framework, RecomputeMode, ScheduleName
+
+
+@dataclass(frozen=True)
+class FrameworkCaps:
+    name: Framework
+    schedules: frozenset[ScheduleName]
+    zero_stages: frozenset[int]  # allowed when pp == 1
+    zero_stages_with_pp: frozenset[int]  # allowed when pp > 1
+    recompute_modes: frozenset[RecomputeMode]
+    per_layer_recompute: bool  # False: one mode for every decoder layer
+    stage_split: Literal["any", "first_last", "uniform"]
+    max_vpp: int
+
+
+CAPABILITIES: dict[str, FrameworkCaps] = {
+    "meshplan": FrameworkCaps(
+        name="meshplan",
+        schedules=frozenset({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"}),
+        zero_stages=frozenset({0, 1, 2, 3}),
+        zero_stages_with_pp=frozenset({0, 1}),
+        recompute_modes=frozenset({"none", "selective", "full"}),
+        per_layer_recompute=True,
+        stage_split="any",
+        max_vpp=64,
+    ),
+    "megatron": FrameworkCaps(
+        name="megatron",
+        schedules=frozenset({"1f1b", "interleaved-1f1b"}),
+        zero_stages=frozenset({0, 1}),
+        zero_stages_with_pp=frozenset({0, 1}),
+        recompute_modes=frozenset({"none", "selective", "full"}),
+        per_layer_recompute=False,
+        stage_split="first_last",
+        max_vpp=64,
+    ),
+    "torchtitan": FrameworkCaps(
+        name="torchtitan",
+        schedules=frozenset({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"}),
+        zero_stages=frozenset({0, 3}),
+        zero_stages_with_pp=frozenset({0}),
+        recompute_modes=frozenset({"none", "selective", "full"}),
+        per_layer_recompute=False,
+        stage_split="any",
+        max_vpp=64,
+    ),
+    "deepspeed": FrameworkCaps(
+        name="deepspeed",
+        schedules=frozenset({"1f1b"}),
+        zero_stages=frozenset({0, 1, 2, 3}),
+        zero_stages_with_pp=frozenset({0, 1}),
+        recompute_modes=frozenset({"none", "full"}),
+        per_layer_recompute=False,
+        stage_split="uniform",
+        max_vpp=1,
+    ),
+}
+
+
+def capabilities(framework: Framework) -> FrameworkCaps:
+    return CAPABILITIES[framework]

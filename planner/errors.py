@@ -1,12 +1,12 @@
 """meshplan's exception tree. Only the API layer maps these to HTTP responses.
 
-    MeshplanError
-    ├── SpecError            an invalid value in a spec or request (names the field and value)
-    ├── ScheduleError        a schedule that breaks a dependency or misses an action
-    │   └── DeadlockError    the simulator could not make progress
-    ├── InfeasibleError      no configuration fits the limits (carries a diagnosis)
-    ├── NotFoundError        a referenced object (profile, plan) does not exist
-    └── UnsupportedPlanError a framework cannot express a plan (launch configs)
+MeshplanError
+├── SpecError            an invalid value in a spec or request (names the field and value)
+├── ScheduleError        a schedule that breaks a dependency or misses an action
+│   └── DeadlockError    the simulator could not make progress
+├── InfeasibleError      no configuration fits the limits (carries a diagnosis)
+├── NotFoundError        a referenced object (profile, plan) does not exist
+└── UnsupportedPlanError a framework cannot express a plan (launch configs)
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ def emit_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2, sort_keys=False))
 
 
-def fail(message: str, *, code: int = 2, doc: dict[str, Any] | None = None, as_json: bool = False) -> NoReturn:
+def fail(
+    message: str, *, code: int = 2, doc: dict[str, Any] | None = None, as_json: bool = False
+) -> NoReturn:
     """Print an error (as a JSON document with --json) and exit non-zero."""
     if as_json:
         typer.echo(json.dumps(doc or {"error": message}, indent=2))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from planner.specs.base import ScheduleName
 
 
-class ActionKind(str, Enum):
+class ActionKind(StrEnum):
     F = "F"
     B = "B"
     I = "I"  # noqa: E741 - torch's name for the input-gradient backward

@@ -5,7 +5,7 @@ Every spec is a frozen pydantic model that validates on construction; invalid va
 and a message with the numbers, or `planner.errors.SpecError` for checks that need context.
 """
 
-from planner.specs.base import Frozen, RecomputeMode, ScheduleName, ModeValues
+from planner.specs.base import Frozen, ModeValues, RecomputeMode, ScheduleName
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost, LayerRef, ModelArch, ModelProfile, ProfilePoint
 from planner.specs.request import (

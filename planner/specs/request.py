@@ -243,7 +243,9 @@ class Candidate(Frozen):
         if self.schedule == "zbv" and self.vpp != 2:
             raise ValueError(f"schedule 'zbv' needs exactly vpp=2 chunks per rank, got {self.vpp}")
         if self.schedule in ("gpipe", "1f1b", "zb-h1") and self.vpp != 1:
-            raise ValueError(f"schedule {self.schedule!r} runs one chunk per rank, got vpp={self.vpp}")
+            raise ValueError(
+                f"schedule {self.schedule!r} runs one chunk per rank, got vpp={self.vpp}"
+            )
         if self.sequence_parallel and self.tp == 1:
             raise ValueError("sequence_parallel needs tp > 1")
         if self.zero_stage >= 2 and self.pp > 1:

@@ -37,7 +37,7 @@ class DeadlockError(ScheduleError):
 
 
 class InfeasibleError(MeshplanError):
-    """No configuration satisfies the request; `diagnosis` says which limit binds and by how much."""
+    """No configuration satisfies the request; `diagnosis` says which limit binds, by how much."""
 
     def __init__(self, message: str, diagnosis: dict[str, Any]) -> None:
         self.diagnosis = diagnosis

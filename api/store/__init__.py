@@ -1,0 +1,1 @@
+"""Persistence: tables, engine, and keyword-only data-access functions per resource."""

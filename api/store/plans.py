@@ -1,0 +1,183 @@
+"""Plans: insert, fetch, the cache lookup and the history query with keyset pagination."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
+from sqlalchemy.orm import InstrumentedAttribute, Session, defer
+
+from api.store.ids import new_id
+from api.store.tables import PlanRow, PlanTagRow, utcnow
+
+SortKey = Literal[
+    "created_at", "-created_at", "step_time_s", "-step_time_s", "tokens_per_s", "-tokens_per_s"
+]
+SORT_COLUMNS: dict[str, InstrumentedAttribute[Any]] = {
+    "created_at": PlanRow.created_at,
+    "step_time_s": PlanRow.step_time_s,
+    "tokens_per_s": PlanRow.tokens_per_s,
+}
+
+
+@dataclass(frozen=True)
+class PlanFilters:
+    model_name: str | None = None
+    model_hash: str | None = None
+    gpu: str | None = None
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    schedule: str | None = None
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    tag: str | None = None
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page ends: the sort value and id of its last row (keyset pagination)."""
+
+    sort: str
+    value: Any
+    id: str
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[PlanRow]
+    next_cursor: Cursor | None
+
+
+def insert_plan(
+    session: Session,
+    *,
+    tenant: str,
+    request_hash: str,
+    request: dict[str, Any],
+    result: dict[str, Any],
+    tags: list[str],
+    created_at: datetime | None = None,
+    plan_id: str | None = None,
+) -> PlanRow:
+    """Store a plan (the full JSON plus the denormalised columns the history filters on)."""
+    plan = result["plan"]
+    pred = plan["prediction"]
+    row = PlanRow(
+        id=plan_id or new_id(),
+        tenant=tenant,
+        request_hash=request_hash,
+        created_at=created_at or utcnow(),
+        model_name=plan["model_name"],
+        model_hash=plan["model_hash"],
+        gpu=plan["gpu"],
+        num_gpus=plan["num_gpus"],
+        schedule=plan["schedule"],
+        tp=plan["tp"],
+        pp=plan["pp"],
+        dp=plan["dp"],
+        vpp=plan["vpp"],
+        micro_batch_size=plan["micro_batch_size"],
+        step_time_s=pred["step_time_s"],
+        tokens_per_s=pred["tokens_per_s"],
+        bubble_fraction=pred["bubble_fraction"],
+        peak_memory_bytes=pred["peak_memory_bytes"],
+        search_wall_s=result.get("search", {}).get("wall_time_s", 0.0),
+        tags=sorted(set(tags)),
+        request=request,
+        result=result,
+    )
+    session.add(row)
+    for tag in row.tags:
+        session.add(PlanTagRow(plan_id=row.id, tag=tag, tenant=tenant))
+    session.flush()
+    return row
+
+
+def get_plan(session: Session, *, tenant: str, plan_id: str) -> PlanRow | None:
+    return session.scalar(select(PlanRow).where(PlanRow.id == plan_id, PlanRow.tenant == tenant))
+
+
+def find_cached(session: Session, *, tenant: str, request_hash: str) -> PlanRow | None:
+    """The newest plan of this tenant for the same normalised request."""
+    stmt = (
+        select(PlanRow)
+        .where(PlanRow.tenant == tenant, PlanRow.request_hash == request_hash)
+        .order_by(PlanRow.created_at.desc(), PlanRow.id.desc())
+        .limit(1)
+    )
+    return session.scalar(stmt)
+
+
+def count_plans(session: Session, *, tenant: str, request_hash: str | None = None) -> int:
+    from sqlalchemy import func
+
+    stmt = select(func.count()).select_from(PlanRow).where(PlanRow.tenant == tenant)
+    if request_hash is not None:
+        stmt = stmt.where(PlanRow.request_hash == request_hash)
+    return int(session.scalar(stmt) or 0)
+
+
+def _conditions(tenant: str, f: PlanFilters) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = [PlanRow.tenant == tenant]
+    for name in ("model_name", "model_hash", "gpu", "schedule", "tp", "pp", "dp"):
+        value = getattr(f, name)
+        if value is not None:
+            conds.append(getattr(PlanRow, name) == value)
+    if f.min_gpus is not None:
+        conds.append(PlanRow.num_gpus >= f.min_gpus)
+    if f.max_gpus is not None:
+        conds.append(PlanRow.num_gpus <= f.max_gpus)
+    if f.created_after is not None:
+        conds.append(PlanRow.created_at > f.created_after)
+    if f.created_before is not None:
+        conds.append(PlanRow.created_at < f.created_before)
+    if f.tag is not None:
+        conds.append(
+            exists().where(
+                PlanTagRow.plan_id == PlanRow.id,
+                PlanTagRow.tenant == tenant,
+                PlanTagRow.tag == f.tag,
+            )
+        )
+    return conds
+
+
+def list_plans(
+    session: Session,
+    *,
+    tenant: str,
+    filters: PlanFilters,
+    sort: str = "-created_at",
+    page_size: int = 50,
+    after: Cursor | None = None,
+) -> Page:
+    """One page of the history, ordered by (sort column, id); stable under inserts."""
+    desc = sort.startswith("-")
+    col = SORT_COLUMNS[sort.lstrip("-")]
+    conds = _conditions(tenant, filters)
+    if after is not None:
+        value = after.value
+        if desc:
+            conds.append(or_(col < value, and_(col == value, PlanRow.id < after.id)))
+        else:
+            conds.append(or_(col > value, and_(col == value, PlanRow.id > after.id)))
+    order = (col.desc(), PlanRow.id.desc()) if desc else (col.asc(), PlanRow.id.asc())
+    stmt: Select[tuple[PlanRow]] = (
+        select(PlanRow)
+        .options(defer(PlanRow.request), defer(PlanRow.result))
+        .where(*conds)
+        .order_by(*order)
+        .limit(page_size + 1)
+    )
+    rows = list(session.scalars(stmt))
+    next_cursor = None
+    if len(rows) > page_size:
+        rows = rows[:page_size]
+        last = rows[-1]
+        next_cursor = Cursor(sort=sort, value=getattr(last, col.key), id=last.id)
+    return Page(rows=rows, next_cursor=next_cursor)

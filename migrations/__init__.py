@@ -1,0 +1,1 @@
+"""Alembic environment and revisions for the meshplan service database."""

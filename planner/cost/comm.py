@@ -1,0 +1,79 @@
+"""Communication times: which link a group sits on, and collective formulas on it.
+
+Rank placement is Megatron-LM's order: tp fastest, then dp, then pp, i.e.
+global rank = tp_rank + tp * (dp_rank + dp * pp_rank), and node = rank // gpus_per_node.
+So a TP group is `tp` consecutive ranks, a DP group strides by `tp` over `tp*dp` ranks, and
+pipeline neighbours are `tp*dp` ranks apart.
+
+Bandwidths (bytes/s per GPU, one direction) -- the "bus bandwidth" of NCCL's
+doc/PERFORMANCE.md, which the ring formulas below divide by:
+- intra-node: half the GPU's bidirectional NVLink figure (`nvlink_gbps`, 600 GB/s on A100 ->
+  300 GB/s); `cluster.intra_node_gbps` overrides that bidirectional figure;
+- inter-node: `inter_node_gbps` per GPU as given (one HCA per GPU: 25 GB/s for HDR 200 Gb/s).
+Each collective also pays the link's latency once (`intra_node_latency_s`/`inter_node_latency_s`;
+NCCL's low-latency protocols keep small collectives near one hop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.specs.cluster import ClusterSpec
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str  # "intra-node" or "inter-node"
+    bytes_per_s: float
+    latency_s: float
+
+
+def intra_link(cluster: ClusterSpec) -> Link:
+    return Link("intra-node", cluster.device.nvlink_gbps / 2 * 1e9, cluster.intra_node_latency_s)
+
+
+def inter_link(cluster: ClusterSpec) -> Link:
+    return Link("inter-node", cluster.device.inter_node_gbps * 1e9, cluster.inter_node_latency_s)
+
+
+def _group_in_node(cluster: ClusterSpec, span: int) -> bool:
+    """Is a group of `span` consecutive ranks (aligned to a multiple of span) inside one node?"""
+    g = cluster.gpus_per_node
+    return cluster.num_gpus <= g or (span <= g and g % span == 0)
+
+
+def tp_link(cluster: ClusterSpec, *, tp: int) -> Link:
+    """The TP group is tp consecutive ranks."""
+    return intra_link(cluster) if _group_in_node(cluster, tp) else inter_link(cluster)
+
+
+def dp_link(cluster: ClusterSpec, *, tp: int, dp: int) -> Link:
+    """A DP group spans tp*dp consecutive ranks (stride tp); inter-node when that leaves a node."""
+    return intra_link(cluster) if _group_in_node(cluster, tp * dp) else inter_link(cluster)
+
+
+def pp_link(cluster: ClusterSpec, *, tp: int, dp: int, pp: int) -> Link:
+    """Pipeline neighbours are tp*dp ranks apart: all on one node only when the whole job fits
+    in one node. Otherwise some boundary crosses nodes (all of them when tp*dp >= gpus_per_node),
+    and we charge every boundary the inter-node link (conservative when tp*dp < gpus_per_node)."""
+    del tp, dp, pp  # the rule needs only the job's size; kept for the call sites' clarity
+    return intra_link(cluster) if cluster.num_gpus <= cluster.gpus_per_node else inter_link(cluster)
+
+
+def all_reduce_s(num_bytes: float, *, group: int, link: Link) -> float:
+    """Ring all-reduce: 2(k-1)/k * S / bus bandwidth + latency (NCCL doc/PERFORMANCE.md)."""
+    if group <= 1 or num_bytes <= 0:
+        return 0.0
+    return 2.0 * (group - 1) / group * num_bytes / link.bytes_per_s + link.latency_s
+
+
+def all_gather_s(num_bytes: float, *, group: int, link: Link) -> float:
+    """Ring all-gather or reduce-scatter of S total bytes: (k-1)/k * S / bus bandwidth + latency."""
+    if group <= 1 or num_bytes <= 0:
+        return 0.0
+    return (group - 1) / group * num_bytes / link.bytes_per_s + link.latency_s
+
+
+def p2p_s(num_bytes: float, *, link: Link) -> float:
+    """One point-to-point send: S / bandwidth + latency."""
+    return num_bytes / link.bytes_per_s + link.latency_s

@@ -1,0 +1,184 @@
+"""Build the PartitionInputs of a candidate: per-layer times (with communication) and bytes.
+
+Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
+- TP collectives: `tp_comm_bytes` is split evenly between forward and backward, two
+  collectives each way (Megatron's f and g operators, Shoeybi et al. 2019), each a ring
+  all-reduce on the TP group's link (with sequence parallel an all-gather plus a
+  reduce-scatter of the same total time). Full recompute re-runs the forward's collectives.
+      fw_s[l]        = fw_s + tp_dir
+      bw_input_s[l]  = bw_input_s + recompute_s[mode] + tp_dir (+ tp_dir for `full`)
+      bw_weight_s[l] = bw_weight_s
+- p2p: the layer's output bytes (divided by tp with Megatron's scatter/gather optimisation,
+  Narayanan 2021 §4.1, unless sequence parallel already shards it) over the pipeline link.
+- static_bytes: params + grads + optimizer state per ZeRO stage (planner.cost.memory).
+- post_s: DP gradient sync of the layer's gradients + its share of the optimizer step
+  (memory-bound: bytes touched / (HBM bandwidth x the calibrated HBM fraction)), plus, for tied
+  embeddings whose two copies sit on different pipeline ranks, the all-reduce of the
+  embedding gradient between them (Megatron's embedding group).
+- fixed_bytes: the request's reserve + communication buffers (planner.cost.memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.catalog.models import HEAD
+from planner.cost.candidate import check_candidate
+from planner.cost.comm import all_reduce_s, dp_link, p2p_s, pp_link, tp_link
+from planner.cost.memory import (
+    StaticBytes,
+    buffer_bytes,
+    dp_sync_s,
+    optimizer_step_bytes,
+    static_bytes,
+)
+from planner.cost.partition import ModeTriple, PartitionInputs
+from planner.cost.source import CostSource, resolve_costs
+from planner.schedules import generate, peak_inflight, stage_to_rank
+from planner.specs.base import RECOMPUTE_MODES
+from planner.specs.model import LayerCost
+from planner.specs.request import Candidate, PlanRequest
+
+
+@dataclass(frozen=True)
+class LayerTerms:
+    """What `partition_inputs` derived, kept apart for the per-rank breakdown of `evaluate`."""
+
+    candidate: Candidate  # checked, stages filled
+    costs: tuple[LayerCost, ...]
+    static: tuple[StaticBytes, ...]
+    dp_sync_s: tuple[float, ...]
+    optimizer_s: tuple[float, ...]
+    buffers_bytes: float
+    reserve_bytes: float
+
+
+def build_inputs(
+    request: PlanRequest,
+    candidate: Candidate,
+    *,
+    source: CostSource | None = None,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> tuple[PartitionInputs, LayerTerms]:
+    """PartitionInputs of the candidate and the terms they were built from."""
+    src = source if source is not None else resolve_costs(request, efficiency=efficiency)
+    c = check_candidate(request, candidate, source=src)
+    cluster, training = request.cluster, request.training
+    tp, pp, dp, sp = c.tp, c.pp, c.dp, c.sequence_parallel
+    m = c.num_microbatches(training.global_batch_size)
+    costs = src.layer_costs(micro_batch_size=c.micro_batch_size, tp=tp, sequence_parallel=sp)
+    n = len(costs)
+    stage_rank = tuple(stage_to_rank(s, pp=pp, schedule=c.schedule) for s in range(c.num_stages))
+    inflight = peak_inflight(generate(c.schedule, pp=pp, vpp=c.vpp, num_microbatches=m))
+
+    tlink = tp_link(cluster, tp=tp)
+    plink = pp_link(cluster, tp=tp, dp=dp, pp=pp)
+    dlink = dp_link(cluster, tp=tp, dp=dp)
+    gpu = cluster.device
+
+    # Tied embeddings (gpt): the head's copy of the word embeddings is the same tensor when
+    # embedding and head share a pipeline rank; otherwise both copies exist and their
+    # gradients are all-reduced between the two ranks after the backward.
+    arch = src.arch
+    tied = src.origin == "analytic" and arch is not None and arch.tied
+    shared_rank = stage_rank[0] == stage_rank[-1]
+    word_params = arch.vocab_size * arch.hidden_size / tp if arch is not None else 0.0
+    tied_sync_s = 0.0
+    if tied and not shared_rank:
+        tied_sync_s = all_reduce_s(word_params * training.dtype_bytes, group=2, link=plink)
+
+    fw: list[float] = []
+    bw_in: list[ModeTriple] = []
+    bw_w: list[float] = []
+    p2p: list[float] = []
+    act: list[ModeTriple] = []
+    static: list[StaticBytes] = []
+    dps: list[float] = []
+    opts: list[float] = []
+    post: list[float] = []
+    for i, cost in enumerate(costs):
+        per_dir = cost.tp_comm_bytes / 2
+        tp_dir = 2 * all_reduce_s(per_dir / 2, group=tp, link=tlink)
+        fw.append(cost.fw_s + tp_dir)
+        recompute_comm = tp_dir if cost.recompute_s.full > 0 else 0.0
+        bw_in.append(
+            (
+                cost.bw_input_s + tp_dir,
+                cost.bw_input_s + cost.recompute_s.selective + tp_dir,
+                cost.bw_input_s + cost.recompute_s.full + tp_dir + recompute_comm,
+            )
+        )
+        bw_w.append(cost.bw_weight_s)
+        sent = cost.output_bytes / tp if tp > 1 and not sp else cost.output_bytes
+        p2p.append(p2p_s(sent, link=plink) if c.num_stages > 1 else 0.0)
+        av = cost.activation_bytes
+        act.append((av.none, av.selective, av.full))
+        params = cost.param_count
+        is_head = src.layers[i].kind == HEAD and i == n - 1
+        if tied and shared_rank and is_head:
+            params = max(0.0, params - word_params)
+        sb = static_bytes(params, training=training, zero_stage=c.zero_stage, dp=dp)
+        static.append(sb)
+        sync = dp_sync_s(params, training=training, zero_stage=c.zero_stage, dp=dp, link=dlink)
+        if tied and (i == 0 or is_head):
+            sync += tied_sync_s
+        opt = efficiency.memory_s(
+            optimizer_step_bytes(params, training=training, zero_stage=c.zero_stage, dp=dp), gpu
+        )
+        dps.append(sync)
+        opts.append(opt)
+        post.append(sync + opt)
+
+    boundary = max((p.output_bytes for p in costs[:-1]), default=0.0)
+    full_act = boundary * tp if sp else boundary
+    sent_boundary = boundary / tp if tp > 1 and not sp else boundary
+    buffers = buffer_bytes(
+        boundary_bytes=sent_boundary, full_activation_bytes=full_act, pp=pp, tp=tp
+    )
+    allowed = request.constraints.recompute or RECOMPUTE_MODES
+    inputs = PartitionInputs(
+        schedule=c.schedule,
+        pp=pp,
+        vpp=c.vpp,
+        num_microbatches=m,
+        layer_names=tuple(layer.name for layer in src.layers),
+        fw_s=tuple(fw),
+        bw_input_s=tuple(bw_in),
+        bw_weight_s=tuple(bw_w),
+        p2p_s=tuple(p2p),
+        activation_bytes=tuple(act),
+        static_bytes=tuple(s.total_bytes for s in static),
+        post_s=tuple(post),
+        inflight=inflight,
+        stage_rank=stage_rank,
+        fixed_bytes=request.reserve_bytes + buffers,
+        cap_bytes=float(request.memory_cap_bytes),
+        allowed_modes=tuple(allowed),
+    )
+    terms = LayerTerms(
+        candidate=c,
+        costs=costs,
+        static=tuple(static),
+        dp_sync_s=tuple(dps),
+        optimizer_s=tuple(opts),
+        buffers_bytes=buffers,
+        reserve_bytes=float(request.reserve_bytes),
+    )
+    return inputs, terms
+
+
+def partition_inputs(
+    request: PlanRequest,
+    candidate: Candidate,
+    *,
+    source: CostSource | None = None,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> PartitionInputs:
+    """The per-layer numbers that score any partition of this candidate's configuration.
+
+    The candidate is checked first (planner.cost.candidate.check_candidate); its stages do not
+    matter here. Pass `source` (from `resolve_costs`) to reuse its cache across candidates.
+    """
+    inputs, _ = build_inputs(request, candidate, source=source, efficiency=efficiency)
+    return inputs

@@ -1,0 +1,131 @@
+"""Score one partition with the formulas of planner.cost.partition -- the single implementation
+that `evaluate` and the search both call, so they can never disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from planner.cost.partition import MODE_INDEX, PartitionInputs
+from planner.errors import SpecError
+from planner.schedules import SimResult, StageDurations, generate, simulate
+from planner.specs.base import RecomputeMode
+from planner.specs.request import StageSpec
+
+
+@dataclass(frozen=True)
+class PartitionScore:
+    """Step time, bubble and per-rank memory of one partition (formulas in partition.py)."""
+
+    step_time_s: float  # pipeline makespan + the largest per-rank post time
+    pipeline_s: float  # simulator makespan
+    post_s: float  # max over ranks of the summed per-layer post_s (DP sync + optimizer)
+    bubble_fraction: float  # from the simulator
+    rank_memory_bytes: tuple[float, ...]  # per pipeline rank
+    stage_fw_s: tuple[float, ...]
+    stage_bw_s: tuple[float, ...]
+    stage_w_s: tuple[float, ...]
+    stage_p2p_s: tuple[float, ...]
+    stage_activation_bytes: tuple[float, ...]  # one micro-batch's activations per stage
+    rank_post_s: tuple[float, ...]
+    sim: SimResult
+    cap_bytes: float
+
+    @property
+    def peak_memory_bytes(self) -> float:
+        return max(self.rank_memory_bytes)
+
+    @property
+    def margin_bytes(self) -> float:
+        return self.cap_bytes - self.peak_memory_bytes
+
+    @property
+    def feasible(self) -> bool:
+        return self.margin_bytes >= 0
+
+
+def stage_modes(stage: StageSpec) -> tuple[RecomputeMode, ...]:
+    """The stage's per-layer recompute modes; `none` everywhere when left out."""
+    if stage.recompute is not None:
+        return stage.recompute
+    none: tuple[RecomputeMode, ...] = ("none",)
+    return none * stage.num_layers
+
+
+def score_partition(
+    inputs: PartitionInputs, stages: Sequence[StageSpec], *, with_timeline: bool = False
+) -> PartitionScore:
+    """Simulate the schedule over `stages` (layer ranges with per-layer recompute) and add the
+    post-step and memory terms, exactly as the PartitionInputs docstring writes them.
+
+    `stages[i].recompute` left out means `none` on every layer of the stage. Raises SpecError
+    if the stages do not tile the layers.
+    """
+    x = inputs
+    if len(stages) != x.num_stages:
+        raise SpecError("stages", len(stages), f"needs pp*vpp = {x.num_stages} stages")
+    fw: list[float] = []
+    bw: list[float] = []
+    w: list[float] = []
+    p2p: list[float] = []
+    act: list[float] = []
+    layer_rank = [0] * x.num_layers
+    expected_first = 0
+    for s, stage in enumerate(stages):
+        first, end = stage.layers
+        if first != expected_first or end > x.num_layers:
+            raise SpecError(
+                f"stages[{s}].layers",
+                stage.layers,
+                f"must start at {expected_first} and end by {x.num_layers}",
+            )
+        expected_first = end
+        modes = stage_modes(stage)
+        f = b = ww = a = 0.0
+        for layer, mode in zip(range(first, end), modes, strict=True):
+            k = MODE_INDEX[mode]
+            f += x.fw_s[layer]
+            b += x.bw_input_s[layer][k] + x.bw_weight_s[layer]
+            ww += x.bw_weight_s[layer]
+            a += x.activation_bytes[layer][k]
+            layer_rank[layer] = x.stage_rank[s]
+        fw.append(f)
+        bw.append(b)
+        w.append(ww)
+        p2p.append(x.p2p_s[end - 1])
+        act.append(a)
+    if expected_first != x.num_layers:
+        raise SpecError(
+            "stages",
+            expected_first,
+            f"stages end at layer {expected_first}, the model has {x.num_layers}",
+        )
+    schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
+    sim = simulate(
+        schedule,
+        StageDurations(fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=tuple(p2p)),
+        with_timeline=with_timeline,
+    )
+    post = [0.0] * x.pp
+    memory = [x.fixed_bytes] * x.pp
+    for layer, rank in enumerate(layer_rank):
+        post[rank] += x.post_s[layer]
+        memory[rank] += x.static_bytes[layer]
+    for s, rank in enumerate(x.stage_rank):
+        memory[rank] += x.inflight[s] * act[s]
+    max_post = max(post)
+    return PartitionScore(
+        step_time_s=sim.step_time_s + max_post,
+        pipeline_s=sim.step_time_s,
+        post_s=max_post,
+        bubble_fraction=sim.bubble_fraction,
+        rank_memory_bytes=tuple(memory),
+        stage_fw_s=tuple(fw),
+        stage_bw_s=tuple(bw),
+        stage_w_s=tuple(w),
+        stage_p2p_s=tuple(p2p),
+        stage_activation_bytes=tuple(act),
+        rank_post_s=tuple(post),
+        sim=sim,
+        cap_bytes=x.cap_bytes,
+    )

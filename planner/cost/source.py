@@ -1,0 +1,100 @@
+"""Where per-layer costs come from: the analytic catalog or a ModelProfile.
+
+`resolve_costs(request)` returns a CostSource: the model's layer list and, for any
+(micro_batch_size, tp, sequence_parallel), one LayerCost per layer (cached per point).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.catalog.models import analytic_costs, layer_refs
+from planner.errors import SpecError
+from planner.specs.model import LayerCost, LayerRef, ModelArch
+from planner.specs.request import PlanRequest
+
+_Key = tuple[int, int, bool]
+
+
+class CostSource:
+    """The model's layers and their costs at any point, analytic or interpolated from a profile."""
+
+    def __init__(
+        self,
+        *,
+        layers: tuple[LayerRef, ...],
+        kind_costs: Callable[[int, int, bool], dict[str, LayerCost]],
+        origin: str,
+        arch: ModelArch | None = None,
+    ) -> None:
+        self.layers = layers
+        self.origin = origin  # "analytic" or "profile"
+        self.arch = arch
+        self._kind_costs = kind_costs
+        self._cache: dict[_Key, tuple[LayerCost, ...]] = {}
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(layer.kind for layer in self.layers))
+
+    def layer_costs(
+        self, *, micro_batch_size: int, tp: int, sequence_parallel: bool
+    ) -> tuple[LayerCost, ...]:
+        """One LayerCost per layer (in `layers` order) at this point; cached."""
+        key = (micro_batch_size, tp, sequence_parallel)
+        cached = self._cache.get(key)
+        if cached is None:
+            by_kind = self._kind_costs(*key)
+            cached = tuple(by_kind[layer.kind] for layer in self.layers)
+            self._cache[key] = cached
+        return cached
+
+
+def resolve_costs(
+    request: PlanRequest, *, efficiency: Efficiency = DEFAULT_EFFICIENCY
+) -> CostSource:
+    """The CostSource of a request: its architecture (analytic) or its inline profile.
+
+    Raises SpecError(field="model.profile_id") for a profile given only by id: the service
+    must load it and put it inline before planning.
+    """
+    profile = request.profile
+    if profile is not None:
+        prof = profile
+
+        def from_profile(mbs: int, tp: int, sp: bool) -> dict[str, LayerCost]:
+            return {
+                kind: prof.cost(kind, micro_batch_size=mbs, tp=tp, sequence_parallel=sp)
+                for kind in dict.fromkeys(layer.kind for layer in prof.layers)
+            }
+
+        return CostSource(
+            layers=prof.layers, kind_costs=from_profile, origin="profile", arch=prof.arch
+        )
+    if isinstance(request.model, ModelArch):
+        arch = request.model
+        gpu = request.cluster.device
+        training = request.training
+
+        def from_arch(mbs: int, tp: int, sp: bool) -> dict[str, LayerCost]:
+            return analytic_costs(
+                arch,
+                gpu=gpu,
+                dtype=training.dtype,
+                seq_length=training.seq_length,
+                micro_batch_size=mbs,
+                tp=tp,
+                sequence_parallel=sp,
+                efficiency=efficiency,
+            )
+
+        return CostSource(
+            layers=layer_refs(arch), kind_costs=from_arch, origin="analytic", arch=arch
+        )
+    raise SpecError(
+        "model.profile_id",
+        request.model.profile_id,
+        "a stored profile must be resolved by the service (loaded and given inline as "
+        "model.profile) before the cost model can use it",
+    )

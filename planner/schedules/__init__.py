@@ -1,5 +1,23 @@
 """Pipeline schedules as data: the IR, generators, validator, simulator and timeline renderer."""
 
+from planner.schedules.generators import generate
+from planner.schedules.inflight import peak_inflight
 from planner.schedules.ir import Action, ActionKind, Schedule, stage_to_rank
+from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
+from planner.schedules.simulate import simulate
+from planner.schedules.validate import format_grid, validate
 
-__all__ = ["Action", "ActionKind", "Schedule", "stage_to_rank"]
+__all__ = [
+    "Action",
+    "ActionKind",
+    "Schedule",
+    "SimResult",
+    "StageDurations",
+    "TimedAction",
+    "format_grid",
+    "generate",
+    "peak_inflight",
+    "simulate",
+    "stage_to_rank",
+    "validate",
+]

@@ -1,0 +1,209 @@
+"""Schedule generators: `generate(name, pp=, vpp=, num_microbatches=)` -> Schedule.
+
+Every order here is the per-rank compute order that `torch.distributed.pipelining` runs
+(compute actions only; torch's `None` spacers and communication actions are left out):
+
+- `gpipe`: all forwards, then all backwards in micro-batch order (Huang et al. 2019;
+  torch `ScheduleGPipe`).
+- `1f1b`: PipeDream-Flush (Narayanan et al. 2021 §2.2.1; torch `Schedule1F1B`): rank r warms up
+  with min(pp - 1 - r, m) forwards, then alternates one forward and one backward, then drains.
+- `interleaved-1f1b`: Narayanan et al. 2021 §2.2.2, depth first, with torch's
+  `ScheduleInterleaved1F1B` rounds (m need not be a multiple of pp, but m % max(1, m // pp) == 0).
+- `zb-h1`: Qi et al. 2024 ZB-H1, backward split into I (input grad) and W (weight grad); torch's
+  `ScheduleInterleavedZeroBubble` order (with vpp = 1 this is ZB-H1; vpp >= 2 is its interleaved
+  form, which torch also runs).
+- `zbv`: Qi et al. 2024 §6 ZB-V, two chunks per rank in a V; torch's `ScheduleZBVZeroBubble`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from planner.errors import SpecError
+from planner.schedules.ir import Action, ActionKind, Schedule
+from planner.specs.base import SCHEDULES, ScheduleName
+
+__all__ = ["generate"]
+
+_F, _B, _I, _W = ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W
+RankOrder = list[Action]
+
+
+def generate(name: ScheduleName, *, pp: int, vpp: int, num_microbatches: int) -> Schedule:
+    """The schedule `name` for `pp` ranks, `vpp` chunks per rank, `num_microbatches` micro-batches.
+
+    Raises SpecError (naming the field and the numbers) for combinations the schedule, or torch's
+    implementation of it, does not support. Results are cached: the same arguments return the same
+    (immutable) Schedule object, which lets the simulator reuse its precomputed dependency graph.
+    """
+    return _generate(name, pp, vpp, num_microbatches)
+
+
+@lru_cache(maxsize=4096)
+def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
+    _check(name, pp, vpp, m)
+    if name == "gpipe":
+        orders = [_gpipe(r, m) for r in range(pp)]
+    elif name == "1f1b":
+        orders = [_one_f_one_b(r, pp, m) for r in range(pp)]
+    elif name == "interleaved-1f1b":
+        orders = [_interleaved(r, pp, vpp, m, zero_bubble=False) for r in range(pp)]
+    elif name == "zb-h1":
+        orders = [_interleaved(r, pp, vpp, m, zero_bubble=True) for r in range(pp)]
+    else:
+        orders = [_zbv(r, pp, m) for r in range(pp)]
+    return Schedule(
+        name=name,
+        pp=pp,
+        vpp=vpp,
+        num_microbatches=m,
+        orders=tuple(tuple(order) for order in orders),
+    )
+
+
+def _check(name: str, pp: int, vpp: int, m: int) -> None:
+    if name not in SCHEDULES:
+        raise SpecError("schedule", name, f"unknown schedule; known: {', '.join(SCHEDULES)}")
+    for field, value in (("pp", pp), ("vpp", vpp), ("num_microbatches", m)):
+        if value < 1:
+            raise SpecError(field, value, "must be >= 1")
+    if name in ("gpipe", "1f1b") and vpp != 1:
+        raise SpecError("vpp", vpp, f"schedule {name!r} runs one chunk per rank (vpp=1)")
+    if name == "interleaved-1f1b" and vpp < 2:
+        raise SpecError("vpp", vpp, "schedule 'interleaved-1f1b' needs vpp >= 2")
+    if name == "zbv" and vpp != 2:
+        raise SpecError("vpp", vpp, "schedule 'zbv' needs exactly vpp=2 chunks per rank (a V)")
+    if name in ("interleaved-1f1b", "zb-h1"):
+        rounds = max(1, m // pp)
+        if m % rounds:
+            raise SpecError(
+                "num_microbatches",
+                m,
+                f"{name} (torch's round-based order) needs num_microbatches % max(1, "
+                f"num_microbatches // pp) == 0; with pp={pp} that is {m} % {rounds} = {m % rounds}",
+            )
+
+
+def _gpipe(rank: int, m: int) -> RankOrder:
+    return [Action(rank, _F, i) for i in range(m)] + [Action(rank, _B, i) for i in range(m)]
+
+
+def _one_f_one_b(rank: int, pp: int, m: int) -> RankOrder:
+    warmup = min(pp - 1 - rank, m)
+    order = [Action(rank, _F, i) for i in range(warmup)]
+    for i in range(m - warmup):
+        order += [Action(rank, _F, warmup + i), Action(rank, _B, i)]
+    order += [Action(rank, _B, i) for i in range(m - warmup, m)]
+    return order
+
+
+def _interleaved(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> RankOrder:
+    """torch's `_get_1f1b_rank_ops` for `ScheduleInterleaved1F1B` / `ScheduleInterleavedZeroBubble`.
+
+    Warm-up forwards: (vpp - 1) * per_round + k * (pp - 1 - rank), k = 2 (1F1B) or 1 (zero
+    bubble), capped at vpp * m; local chunks advance every `per_round` micro-batches, forwards
+    from the first chunk up, backwards from the last chunk down (depth first). The zero-bubble
+    form issues I in place of B and starts deferring W once `rank` backwards have run.
+    """
+    rounds = max(1, m // pp)
+    per_round = m // rounds
+    factor = 1 if zero_bubble else 2
+    warmup = min((vpp - 1) * per_round + factor * (pp - 1 - rank), m * vpp)
+    total = m * vpp
+    steady = total - warmup
+
+    def fwd_stage(op: int) -> int:
+        return ((op // per_round) % vpp) * pp + rank
+
+    def bwd_stage(op: int) -> int:
+        return (vpp - 1 - ((op - warmup) // per_round) % vpp) * pp + rank
+
+    counters: dict[tuple[int, ActionKind], int] = {}
+
+    def next_action(stage: int, kind: ActionKind) -> Action:
+        index = counters.get((stage, kind), 0)
+        counters[(stage, kind)] = index + 1
+        return Action(stage, kind, index)
+
+    bwd_kind = _I if zero_bubble else _B
+    backward_ops: list[int] = []
+    order: RankOrder = []
+    weights_done = 0
+
+    def maybe_weight(op: int) -> None:
+        nonlocal weights_done
+        if zero_bubble and op - warmup >= rank:
+            order.append(next_action(bwd_stage(backward_ops[weights_done]), _W))
+            weights_done += 1
+
+    for op in range(warmup + total):
+        if op < warmup:
+            order.append(next_action(fwd_stage(op), _F))
+            continue
+        if op < warmup + steady:
+            order.append(next_action(fwd_stage(op), _F))
+        order.append(next_action(bwd_stage(op), bwd_kind))
+        backward_ops.append(op)
+        maybe_weight(op)
+    while zero_bubble and weights_done < len(backward_ops):
+        order.append(next_action(bwd_stage(backward_ops[weights_done]), _W))
+        weights_done += 1
+    return order
+
+
+def _zbv(rank: int, pp: int, m: int) -> RankOrder:
+    """torch's `ScheduleZBVZeroBubble._calculate_single_rank_operations` (Qi et al. 2024 §6).
+
+    Rank r holds chunk 0 = stage r and chunk 1 = stage 2 * pp - 1 - r. The order is built for
+    max(2 * pp - 1, m) micro-batches and the ones >= m are dropped, as torch does.
+    """
+    n = max(2 * pp - 1, m)
+    s0, s1 = rank, 2 * pp - 1 - rank
+    order: RankOrder = []
+    f0 = f1 = b0 = b1 = 0
+
+    def add(stage: int, kind: ActionKind, index: int) -> None:
+        order.append(Action(stage, kind, index))
+
+    for _ in range(2 * (pp - rank) - 1):
+        add(s0, _F, f0)
+        f0 += 1
+    for _ in range(rank):
+        add(s1, _F, f1)
+        f1 += 1
+        add(s0, _F, f0)
+        f0 += 1
+    for _ in range(pp - rank):
+        add(s1, _F, f1)
+        f1 += 1
+        add(s1, _I, b1)
+        add(s1, _W, b1)
+        b1 += 1
+    while f1 < f0 or f0 < n:
+        if f0 < n:
+            add(s0, _F, f0)
+            f0 += 1
+        add(s0, _I, b0)
+        add(s0, _W, b0)
+        b0 += 1
+        add(s1, _F, f1)
+        f1 += 1
+        add(s1, _I, b1)
+        add(s1, _W, b1)
+        b1 += 1
+    w0, w1 = b0, b1
+    for _ in range(rank):
+        add(s0, _I, b0)
+        b0 += 1
+        add(s1, _I, b1)
+        b1 += 1
+    for _ in range(pp - rank):
+        add(s0, _I, b0)
+        b0 += 1
+        add(s0, _W, w0)
+        w0 += 1
+    drain: list[tuple[int, int, int]] = [(s1, w1, b1), (s0, w0, b0)]
+    for stage, start, end in drain:
+        for index in range(start, end):
+            add(stage, _W, index)
+    return [a for a in order if a.microbatch < m]

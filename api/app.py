@@ -1,0 +1,65 @@
+"""The application factory: `create_app(settings)` composes the routers, errors and middleware."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from api import problems
+from api.lifecycle import build_state, start, stop
+from api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from api.routes import ROUTERS
+from api.schemas.problem import Problem
+from api.settings import Settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    state = build_state(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(start, state)
+        yield
+        stop(state)
+
+    app = FastAPI(
+        title="meshplan",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Auto-parallelism planner: plans, history, launch configs.",
+    )
+    app.state.meshplan = state
+    problems.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    _with_problem_schema(app)
+    return app
+
+
+def _with_problem_schema(app: FastAPI) -> None:
+    """Every route's problem responses refer to one `Problem` schema component."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = build()
+            schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+            schemas.setdefault(
+                "Problem", Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+            )
+            schemas.update(
+                Problem.model_json_schema(ref_template="#/components/schemas/{model}").pop(
+                    "$defs", {}
+                )
+            )
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

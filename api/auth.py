@@ -1,0 +1,68 @@
+"""API keys: `Authorization: Bearer <key>` (pages also accept a cookie or `?key=`).
+
+Every key belongs to a tenant; every read and write is scoped to it. With `dev_open`, a request
+without a key acts for tenant "dev" (local use only)."""
+
+from __future__ import annotations
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from api.problems import ProblemError
+from api.store.keys import Principal, authenticate, hash_key
+
+COOKIE = "meshplan_key"
+DEV_PRINCIPAL = Principal(tenant="dev", admin=False, key_id=None)
+KEY_CACHE_MAX = 10_000
+
+bearer = HTTPBearer(auto_error=False, description="an API key from `meshplan keys create`")
+
+
+def resolve(request: Request, key: str | None) -> Principal | None:
+    """The principal for `key` (cached by hash), or the dev principal when open and keyless."""
+    from api.state import AppState
+
+    state: AppState = request.app.state.meshplan
+    if not key:
+        return DEV_PRINCIPAL if state.settings.dev_open else None
+    digest = hash_key(key)
+    cached = state.key_cache.get(digest)
+    if cached is not None:
+        return cached
+    with state.sessions() as session:
+        principal = authenticate(session, key=key)
+    if principal is not None:
+        if len(state.key_cache) >= KEY_CACHE_MAX:
+            state.key_cache.clear()
+        state.key_cache[digest] = principal
+    return principal
+
+
+def require_principal(
+    request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> Principal:
+    key = creds.credentials if creds is not None else None
+    if key is None and request.headers.get("authorization"):
+        raise _unauthorized("the Authorization header must be 'Bearer <key>'")
+    principal = resolve(request, key)
+    if principal is None:
+        raise _unauthorized("an API key is required" if not key else "unknown API key")
+    return principal
+
+
+def page_key(request: Request) -> str | None:
+    """A browser's key: ?key=, then the cookie, then a bearer header."""
+    key = request.query_params.get("key") or request.cookies.get(COOKIE)
+    if key:
+        return key
+    auth = request.headers.get("authorization", "")
+    return auth[7:] if auth.lower().startswith("bearer ") else None
+
+
+def require_admin(principal: Principal) -> None:
+    if not principal.admin:
+        raise ProblemError(403, "Forbidden", "this operation needs an admin key")
+
+
+def _unauthorized(detail: str) -> ProblemError:
+    return ProblemError(401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})

@@ -1,0 +1,239 @@
+"""POST /v1/plans behind the route: resolve the profile, normalise, answer from the cache, or
+run one search per distinct request (single-flight in-process and, through the jobs table's
+unique in-flight key, across processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from api.problems import ProblemError, from_document, problem_body
+from api.state import AppState
+from api.store import jobs as job_store
+from api.store import plans as plan_store
+from api.store.db import session_scope
+from api.store.keys import Principal
+from api.store.profiles import get_profile
+from api.store.tables import JobRow, PlanRow
+from planner.errors import InfeasibleError, SpecError
+from planner.specs import ModelProfile, PlanRequest, ProfileRef
+
+POLL_S = 0.05
+STALE_GRACE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Normalised:
+    request: PlanRequest  # the profile inline, `force` cleared
+    document: dict[str, Any]
+    request_hash: str
+    force: bool
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the route answers: a plan (created or from the cache) or a job to poll."""
+
+    plan: PlanRow | None = None
+    created: bool = False
+    job_id: str | None = None
+
+
+def request_hash(document: dict[str, Any]) -> str:
+    raw = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(raw).hexdigest()
+
+
+def normalise(state: AppState, tenant: str, request: PlanRequest) -> Normalised:
+    """Substitute a stored profile for `model.profile_id`; hash the canonical document."""
+    model = request.model
+    if isinstance(model, ProfileRef) and model.profile_id is not None:
+        with state.sessions() as session:
+            row = get_profile(session, tenant=tenant, profile_id=model.profile_id)
+        if row is None:
+            raise ProblemError(
+                422,
+                "Unknown profile",
+                f"model.profile_id={model.profile_id!r} is not a stored profile of this tenant",
+                kind="validation",
+                errors=[
+                    {
+                        "field": "body.model.profile_id",
+                        "message": "no such profile",
+                        "value": model.profile_id,
+                    }
+                ],
+            )
+        profile = ModelProfile.model_validate(row.body)
+        try:
+            request = PlanRequest.model_validate(
+                {
+                    **request.model_dump(mode="json", exclude={"model"}),
+                    "model": {"profile": profile.model_dump(mode="json")},
+                }
+            )
+        except ValueError as exc:
+            raise ProblemError(422, "Invalid request", str(exc)[:2000], kind="validation") from exc
+    force = request.force
+    request = request.model_copy(update={"force": False})
+    document = request.model_dump(mode="json", exclude={"force"})
+    return Normalised(request, document, request_hash(document), force)
+
+
+class Planner:
+    """Runs searches for one app (its pool, its database, its metrics)."""
+
+    def __init__(self, state: AppState) -> None:
+        self.state = state
+
+    async def submit(self, principal: Principal, request: PlanRequest, *, wait: bool) -> Outcome:
+        norm = await run_in_threadpool(normalise, self.state, principal.tenant, request)
+        tenant = principal.tenant
+        if not norm.force:
+            cached = await run_in_threadpool(self._cached, tenant, norm.request_hash)
+            if cached is not None:
+                self.state.metrics.cache_hits.inc()
+                return Outcome(plan=cached)
+        while True:
+            flight, joined = await run_in_threadpool(self._join_or_start, tenant, norm)
+            if flight is not None:
+                if joined:
+                    self.state.metrics.single_flight_joins.inc()
+                if not wait:
+                    return Outcome(job_id=flight.job_id)
+                plan_id, created = await asyncio.wrap_future(flight.future)
+                row = await run_in_threadpool(self._get, tenant, plan_id)
+                return Outcome(plan=row, created=created and not joined)
+            # another process is solving the same request: follow its job row
+            holder = await run_in_threadpool(self._holder, tenant, norm.request_hash)
+            if holder is None:
+                continue  # it finished between our claim and our look: claim again
+            self.state.metrics.single_flight_joins.inc()
+            if not wait:
+                return Outcome(job_id=holder)
+            return await self._follow(tenant, holder, norm)
+
+    # --- pieces run in threads -----------------------------------------------------------
+
+    def _cached(self, tenant: str, rhash: str) -> PlanRow | None:
+        with self.state.sessions() as session:
+            return plan_store.find_cached(session, tenant=tenant, request_hash=rhash)
+
+    def _get(self, tenant: str, plan_id: str) -> PlanRow:
+        with self.state.sessions() as session:
+            row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
+        assert row is not None  # written before the future resolved
+        return row
+
+    def _job(self, tenant: str, job_id: str) -> JobRow | None:
+        with self.state.sessions() as session:
+            return job_store.get_job(session, tenant=tenant, job_id=job_id)
+
+    def _holder(self, tenant: str, rhash: str) -> str | None:
+        with self.state.sessions() as session:
+            job = job_store.holder(session, tenant=tenant, request_hash=rhash)
+            if job is None:
+                return None
+            limit = min(self.state.settings.max_time_limit_s, 3600.0)
+            if job_store.release_stale(session, job_id=job.id, older_than_s=limit + STALE_GRACE_S):
+                session.commit()
+                return None
+            return job.id
+
+    def _join_or_start(self, tenant: str, norm: Normalised) -> Any:
+        key = None if norm.force else job_store.inflight_key(tenant, norm.request_hash)
+
+        def claim() -> str | None:
+            job = job_store.claim(
+                self.state.sessions,
+                tenant=tenant,
+                request_hash=norm.request_hash,
+                single_flight=not norm.force,
+            )
+            return None if job is None else job.id
+
+        def work(job_id: str) -> tuple[str, bool]:
+            return self._solve(tenant, job_id, norm)
+
+        return self.state.pool.join_or_start(key, claim, work)
+
+    async def _follow(self, tenant: str, job_id: str, norm: Normalised) -> Outcome:
+        deadline = time.monotonic() + norm.request.search.time_limit_s + STALE_GRACE_S
+        while time.monotonic() < deadline:
+            job = await run_in_threadpool(self._job, tenant, job_id)
+            if job is not None and job.status != "running":
+                if job.plan_id is None:
+                    raise from_document(job.error or {"title": "Search failed", "status": 500})
+                return Outcome(plan=await run_in_threadpool(self._get, tenant, job.plan_id))
+            await asyncio.sleep(POLL_S)
+        raise ProblemError(503, "Search did not finish", f"job {job_id} is still running")
+
+    def _solve(self, tenant: str, job_id: str, norm: Normalised) -> tuple[str, bool]:
+        """In a pool thread: search, store the plan, finish the job. Returns (plan id, created)."""
+        state = self.state
+        try:
+            if not norm.force:
+                cached = self._cached(tenant, norm.request_hash)
+                if cached is not None:  # landed between our cache miss and our claim
+                    with session_scope(state.sessions) as session:
+                        job_store.finish(session, job_id=job_id, plan_id=cached.id)
+                    return cached.id, False
+            state.metrics.searches.inc()
+            start = time.perf_counter()
+            result = run_search(norm.request, max_time_limit_s=state.settings.max_time_limit_s)
+            state.metrics.search_seconds.labels("ok").observe(time.perf_counter() - start)
+            with session_scope(state.sessions) as session:
+                row = plan_store.insert_plan(
+                    session,
+                    tenant=tenant,
+                    request_hash=norm.request_hash,
+                    request=norm.document,
+                    result=result,
+                    tags=list(norm.request.tags),
+                )
+                job_store.finish(session, job_id=job_id, plan_id=row.id)
+            return row.id, True
+        except BaseException as exc:
+            state.metrics.search_seconds.labels(type(exc).__name__).observe(0)
+            with session_scope(state.sessions) as session:
+                job_store.finish(session, job_id=job_id, error=error_document(exc))
+            raise
+
+
+def run_search(request: PlanRequest, *, max_time_limit_s: float) -> dict[str, Any]:
+    """Call the planner's search with the time limit capped; the PlanResult as JSON."""
+    from planner.search import search
+
+    limit = min(request.search.time_limit_s, max_time_limit_s)
+    if limit < request.search.time_limit_s:
+        request = request.model_copy(
+            update={"search": request.search.model_copy(update={"time_limit_s": limit})}
+        )
+    result = search(request)
+    doc: dict[str, Any] = result.model_dump(mode="json")
+    return doc
+
+
+def error_document(exc: BaseException) -> dict[str, Any]:
+    """The problem document a failed search leaves on its job row."""
+    if isinstance(exc, InfeasibleError):
+        return problem_body(
+            422, "No feasible plan", str(exc), kind="infeasible", diagnosis=exc.diagnosis
+        )
+    if isinstance(exc, SpecError):
+        return problem_body(
+            422,
+            "Invalid request",
+            str(exc),
+            kind="validation",
+            errors=[{"field": exc.field, "message": exc.reason, "value": exc.value}],
+        )
+    if isinstance(exc, ProblemError):
+        return problem_body(exc.status, exc.title, exc.detail, kind=exc.kind, **exc.extra)
+    return problem_body(500, "Internal server error", "the search failed; the error was logged")

@@ -1,0 +1,100 @@
+"""Rows to response documents, and the opaque page tokens of the history."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Any
+
+from api.problems import ProblemError
+from api.store.plans import Cursor
+from api.store.tables import PlanRow
+
+
+def plan_links(plan_id: str) -> dict[str, str]:
+    base = f"/v1/plans/{plan_id}"
+    return {
+        "self": base,
+        "timeline_svg": f"{base}/timeline.svg",
+        "launch": f"{base}/launch",
+        "runs": f"{base}/runs",
+        "page": f"/plans/{plan_id}",
+    }
+
+
+def plan_document(row: PlanRow, *, cache_hit: bool) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "created_at": row.created_at.isoformat(),
+        "cache_hit": cache_hit,
+        "tags": list(row.tags),
+        "request": row.request,
+        "result": row.result,
+        "links": plan_links(row.id),
+    }
+
+
+SUMMARY_FIELDS = (
+    "model_name",
+    "model_hash",
+    "gpu",
+    "num_gpus",
+    "schedule",
+    "tp",
+    "pp",
+    "dp",
+    "vpp",
+    "micro_batch_size",
+    "step_time_s",
+    "tokens_per_s",
+    "bubble_fraction",
+    "peak_memory_bytes",
+)
+
+
+def plan_summary(row: PlanRow) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": row.id, "created_at": row.created_at.isoformat()}
+    for name in SUMMARY_FIELDS:
+        doc[name] = getattr(row, name)
+    doc["tags"] = list(row.tags)
+    return doc
+
+
+def encode_cursor(cursor: Cursor) -> str:
+    value = cursor.value.isoformat() if isinstance(cursor.value, datetime) else cursor.value
+    raw = json.dumps({"s": cursor.sort, "v": value, "i": cursor.id}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(token: str, *, sort: str) -> Cursor:
+    """The cursor in `token`; 422 naming page_token when it is not one of ours or was made
+    for another sort order."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        doc = json.loads(raw)
+        s, v, i = doc["s"], doc["v"], doc["i"]
+        if not isinstance(i, str) or not isinstance(s, str):
+            raise ValueError("bad types")
+        if s.lstrip("-") == "created_at":
+            if not isinstance(v, str):
+                raise ValueError("bad created_at")
+            v = datetime.fromisoformat(v)
+        elif not isinstance(v, int | float) or isinstance(v, bool):
+            raise ValueError("bad value")
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise _bad_token(token, "not a page token from this service") from exc
+    if s != sort:
+        raise _bad_token(token, f"made for sort={s!r}, not sort={sort!r}")
+    return Cursor(sort=s, value=v, id=i)
+
+
+def _bad_token(token: str, why: str) -> ProblemError:
+    return ProblemError(
+        422,
+        "Invalid page token",
+        why,
+        kind="validation",
+        errors=[{"field": "query.page_token", "message": why, "value": token[:200]}],
+    )

@@ -1,0 +1,208 @@
+"""Every error leaves the service as RFC 9457 application/problem+json; never a stack trace."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api.schemas.problem import PROBLEM_JSON
+from planner.errors import InfeasibleError, NotFoundError, SpecError, UnsupportedPlanError
+
+log = logging.getLogger("meshplan.api")
+TYPE_BASE = "https://meshplan.dev/problems/"
+
+
+class ProblemError(Exception):
+    """Raise from a route to answer with a problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str | None = None,
+        *,
+        kind: str | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail or title)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.kind = kind
+        self.headers = headers
+        self.extra = extra
+
+
+def problem_body(
+    status: int,
+    title: str,
+    detail: str | None = None,
+    *,
+    kind: str | None = None,
+    instance: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": _type_uri(kind),
+        "title": title,
+        "status": status,
+    }
+    if detail is not None:
+        body["detail"] = detail
+    if instance is not None:
+        body["instance"] = instance
+    body.update(_jsonable(extra))
+    return body
+
+
+def _type_uri(kind: str | None) -> str:
+    if not kind:
+        return "about:blank"
+    return kind if kind.startswith(("http:", "https:", "about:")) else TYPE_BASE + kind
+
+
+def from_document(doc: dict[str, Any]) -> ProblemError:
+    """A stored problem document (e.g. a failed job's) raised again."""
+    extra = {
+        k: v for k, v in doc.items() if k not in {"type", "title", "status", "detail", "instance"}
+    }
+    return ProblemError(
+        int(doc.get("status", 500)),
+        str(doc.get("title", "Error")),
+        doc.get("detail"),
+        kind=doc.get("type"),
+        **extra,
+    )
+
+
+def problem_response(
+    status: int,
+    title: str,
+    detail: str | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    **kw: Any,
+) -> JSONResponse:
+    return JSONResponse(
+        problem_body(status, title, detail, **kw),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    """Any value as JSON (invalid input may hold bytes, NaN, objects)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)[:500]
+
+
+def field_errors(errors: list[Any]) -> list[dict[str, Any]]:
+    out = []
+    for err in errors:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        out.append({"field": loc, "message": str(err.get("msg", "")), "value": err.get("input")})
+    return out
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every exception into a problem document."""
+
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(
+            exc.status,
+            exc.title,
+            exc.detail,
+            kind=exc.kind,
+            instance=request.url.path,
+            headers=exc.headers,
+            **exc.extra,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = field_errors(list(exc.errors()))
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)[:2000]
+        return problem_response(
+            422,
+            "Request validation failed",
+            detail,
+            kind="validation",
+            instance=request.url.path,
+            errors=errors,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        detail = exc.detail if isinstance(exc.detail, str) else None
+        return problem_response(
+            exc.status_code,
+            title,
+            detail,
+            instance=request.url.path,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(SpecError)
+    async def _spec(request: Request, exc: SpecError) -> JSONResponse:
+        errors = [{"field": exc.field, "message": exc.reason, "value": exc.value}]
+        return problem_response(
+            422,
+            "Invalid request",
+            str(exc),
+            kind="validation",
+            instance=request.url.path,
+            errors=errors,
+        )
+
+    @app.exception_handler(InfeasibleError)
+    async def _infeasible(request: Request, exc: InfeasibleError) -> JSONResponse:
+        return problem_response(
+            422,
+            "No feasible plan",
+            str(exc),
+            kind="infeasible",
+            instance=request.url.path,
+            diagnosis=exc.diagnosis,
+        )
+
+    @app.exception_handler(UnsupportedPlanError)
+    async def _unsupported(request: Request, exc: UnsupportedPlanError) -> JSONResponse:
+        return problem_response(
+            422,
+            "Plan cannot be expressed",
+            str(exc),
+            kind="unsupported-plan",
+            instance=request.url.path,
+            framework=exc.framework,
+            reasons=exc.reasons,
+        )
+
+    @app.exception_handler(NotFoundError)
+    async def _not_found(request: Request, exc: NotFoundError) -> JSONResponse:
+        return problem_response(404, "Not found", str(exc), instance=request.url.path)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem_response(
+            500, "Internal server error", "the error was logged", instance=request.url.path
+        )

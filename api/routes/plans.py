@@ -1,0 +1,211 @@
+"""/v1/plans: create (cached, idempotent, single-flight, optionally async), get, history."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import PrincipalDep, SessionDep, StateDep
+from api.planning import Outcome, Planner, error_document
+from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
+from api.problems import ProblemError
+from api.schemas.plans import JobPublic, PlanListPublic, PlanPublic
+from api.schemas.problem import problem_responses
+from api.store import idempotency
+from api.store import plans as plan_store
+from api.store.plans import PlanFilters
+from planner.specs import PlanRequest
+
+router = APIRouter(prefix="/v1", tags=["plans"])
+
+_LOCATION = {"Location": {"description": "the plan's URL", "schema": {"type": "string"}}}
+_JOB_LOCATION = {"Location": {"description": "the job's URL", "schema": {"type": "string"}}}
+
+
+@router.post(
+    "/plans",
+    status_code=201,
+    response_model=None,
+    summary="Plan a training run (or return the stored plan for the same request)",
+    responses={
+        200: {"model": PlanPublic, "description": "a stored plan for the same request (cache hit)"},
+        201: {"model": PlanPublic, "description": "a new plan", "headers": _LOCATION},
+        202: {
+            "model": JobPublic,
+            "description": "search started (Prefer: respond-async)",
+            "headers": _JOB_LOCATION,
+        },
+        **problem_responses(409, 422, 503),
+    },
+)
+async def create_plan(
+    body: PlanRequest,
+    principal: PrincipalDep,
+    state: StateDep,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
+    prefer: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    respond_async = prefer is not None and "respond-async" in prefer.lower()
+    tenant = principal.tenant
+    if idempotency_key is None:
+        status, doc, headers = await _create(state, principal, body, respond_async)
+        return JSONResponse(doc, status_code=status, headers=headers)
+    fingerprint = hashlib.sha256(
+        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
+    ).hexdigest()
+    claim = await run_in_threadpool(
+        idempotency.begin,
+        state.sessions,
+        tenant=tenant,
+        key=idempotency_key,
+        fingerprint=fingerprint,
+    )
+    if claim.outcome == "mismatch":
+        raise ProblemError(
+            422,
+            "Idempotency-Key reused",
+            "this Idempotency-Key was used with a different body",
+            kind="idempotency-mismatch",
+        )
+    if claim.outcome == "in_flight":
+        raise ProblemError(
+            409,
+            "Request in flight",
+            "a request with this Idempotency-Key is still running",
+            kind="idempotency-in-flight",
+        )
+    if claim.outcome == "replay" and claim.row is not None:
+        row = claim.row
+        headers = {**(row.response_headers or {}), "Idempotent-Replayed": "true"}
+        body_doc = row.response_body or {}
+        status_code = row.response_status or 200
+        media = "application/problem+json" if status_code >= 400 else "application/json"
+        return JSONResponse(body_doc, status_code=status_code, headers=headers, media_type=media)
+    try:
+        status, doc, headers = await _create(state, principal, body, respond_async)
+    except BaseException as exc:
+        problem = error_document(exc)
+        if problem["status"] < 500 and isinstance(exc, Exception):
+            await run_in_threadpool(
+                _complete, state, tenant, idempotency_key, problem["status"], problem, {}
+            )
+        else:
+            await run_in_threadpool(_abandon, state, tenant, idempotency_key)
+        raise
+    await run_in_threadpool(_complete, state, tenant, idempotency_key, status, doc, headers)
+    return JSONResponse(doc, status_code=status, headers=headers)
+
+
+async def _create(
+    state: Any, principal: Any, body: PlanRequest, respond_async: bool
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    outcome: Outcome = await Planner(state).submit(principal, body, wait=not respond_async)
+    if outcome.plan is None:
+        assert outcome.job_id is not None
+        job = await run_in_threadpool(_job_doc, state, principal.tenant, outcome.job_id)
+        headers = {"Location": f"/v1/jobs/{outcome.job_id}", "Preference-Applied": "respond-async"}
+        return 202, job, headers
+    doc = plan_document(outcome.plan, cache_hit=not outcome.created)
+    return (201 if outcome.created else 200), doc, {"Location": f"/v1/plans/{outcome.plan.id}"}
+
+
+def _job_doc(state: Any, tenant: str, job_id: str) -> dict[str, Any]:
+    from api.routes.jobs import job_document
+    from api.store.jobs import get_job
+
+    with state.sessions() as session:
+        job = get_job(session, tenant=tenant, job_id=job_id)
+    assert job is not None
+    return job_document(job)
+
+
+def _complete(
+    state: Any, tenant: str, key: str, status: int, body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    with state.sessions() as session:
+        idempotency.complete(
+            session, tenant=tenant, key=key, status=status, body=body, headers=headers
+        )
+        session.commit()
+
+
+def _abandon(state: Any, tenant: str, key: str) -> None:
+    with state.sessions() as session:
+        idempotency.abandon(session, tenant=tenant, key=key)
+        session.commit()
+
+
+@router.get(
+    "/plans/{plan_id}",
+    response_model=None,
+    responses={200: {"model": PlanPublic}, **problem_responses(404)},
+    summary="One stored plan",
+)
+def get_plan(plan_id: str, principal: PrincipalDep, session: SessionDep) -> JSONResponse:
+    row = plan_store.get_plan(session, tenant=principal.tenant, plan_id=plan_id)
+    if row is None:
+        raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
+    return JSONResponse(plan_document(row, cache_hit=False))
+
+
+Sort = Literal[
+    "created_at", "-created_at", "step_time_s", "-step_time_s", "tokens_per_s", "-tokens_per_s"
+]
+
+
+@router.get(
+    "/plans",
+    response_model=None,
+    responses={200: {"model": PlanListPublic}, **problem_responses(422)},
+    summary="Plan history: filter, sort, cursor pagination",
+)
+def list_plans(
+    principal: PrincipalDep,
+    session: SessionDep,
+    model_name: str | None = None,
+    model_hash: str | None = None,
+    gpu: str | None = None,
+    min_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
+    max_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
+    schedule: str | None = None,
+    tp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
+    pp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
+    dp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    tag: str | None = None,
+    sort: Sort = "-created_at",
+    page_size: Annotated[int, Query(ge=1, le=200)] = 50,
+    page_token: Annotated[str | None, Query(max_length=1000)] = None,
+) -> JSONResponse:
+    filters = PlanFilters(
+        model_name=model_name,
+        model_hash=model_hash,
+        gpu=gpu,
+        min_gpus=min_gpus,
+        max_gpus=max_gpus,
+        schedule=schedule,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        created_after=created_after,
+        created_before=created_before,
+        tag=tag,
+    )
+    after = decode_cursor(page_token, sort=sort) if page_token else None
+    page = plan_store.list_plans(
+        session,
+        tenant=principal.tenant,
+        filters=filters,
+        sort=sort,
+        page_size=page_size,
+        after=after,
+    )
+    token = encode_cursor(page.next_cursor) if page.next_cursor else None
+    return JSONResponse({"data": [plan_summary(r) for r in page.rows], "next_page_token": token})

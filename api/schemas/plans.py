@@ -1,0 +1,68 @@
+"""Plan resource schemas: the stored plan, its history summary, a list page, a search job."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from api.schemas.problem import Problem
+from planner.plan import PlanResult
+
+
+class PlanLinks(BaseModel):
+    self: str
+    timeline_svg: str
+    launch: str
+    runs: str
+    page: str
+
+
+class PlanPublic(BaseModel):
+    """A stored plan: the normalised request and the search result."""
+
+    id: str
+    created_at: datetime
+    cache_hit: bool = Field(description="true when answered from a stored plan (no new search)")
+    tags: list[str]
+    request: dict[str, Any] = Field(description="the normalised plan request")
+    result: PlanResult
+    links: PlanLinks
+
+
+class PlanSummary(BaseModel):
+    id: str
+    created_at: datetime
+    model_name: str
+    model_hash: str
+    gpu: str
+    num_gpus: int
+    schedule: str
+    tp: int
+    pp: int
+    dp: int
+    vpp: int
+    micro_batch_size: int
+    step_time_s: float
+    tokens_per_s: float
+    bubble_fraction: float
+    peak_memory_bytes: float
+    tags: list[str]
+
+
+class PlanListPublic(BaseModel):
+    data: list[PlanSummary]
+    next_page_token: str | None = Field(description="pass as page_token for the next page")
+
+
+class JobPublic(BaseModel):
+    """A search started with `Prefer: respond-async`; poll until `status` is not running."""
+
+    id: str
+    status: Literal["running", "succeeded", "failed"]
+    created_at: datetime
+    finished_at: datetime | None = None
+    plan_id: str | None = None
+    plan_url: str | None = None
+    error: Problem | None = None

@@ -1,0 +1,1 @@
+"""One emitter per training framework: `unsupported(view)` reasons and `trainer(...)` argv."""

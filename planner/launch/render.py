@@ -1,0 +1,90 @@
+"""The public entry: `render(plan, deployment, target=..., framework=...)`, `unsupported(...)`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from planner.errors import SpecError, UnsupportedPlanError
+from planner.launch.deployment import Deployment, LaunchBundle
+from planner.launch.frameworks import meshplan
+from planner.launch.layers import LaunchView, view
+from planner.launch.torchrun import render_torchrun
+from planner.launch.trainer import Trainer
+from planner.plan import Plan
+from planner.specs.base import Framework
+from planner.specs.model import ModelArch
+from planner.specs.request import Candidate
+
+Target = Literal["torchrun", "slurm", "kubernetes"]
+TARGETS: tuple[Target, ...] = ("torchrun", "slurm", "kubernetes")
+FRAMEWORKS: tuple[Framework, ...] = ("meshplan", "megatron", "torchtitan", "deepspeed")
+
+_Check = Callable[[LaunchView], list[str]]
+_Build = Callable[[Plan, Deployment], Trainer]
+
+_CHECKS: dict[str, _Check] = {
+    "meshplan": meshplan.unsupported,
+}
+
+
+def unsupported(
+    plan_or_candidate: Plan | Candidate,
+    framework: Framework,
+    *,
+    arch: ModelArch | None = None,
+    global_batch_size: int | None = None,
+    seq_length: int | None = None,
+) -> list[str]:
+    """Why `framework` cannot run this plan or candidate, precisely; empty when it can.
+
+    A Candidate may leave its stage split open (`stages=None`); then only what it fixes is
+    checked. Pass the model's `arch` and the `global_batch_size` when known: some rules need them.
+    """
+    if framework not in _CHECKS:
+        raise SpecError("framework", framework, f"choose one of {list(FRAMEWORKS)}")
+    v = view(
+        plan_or_candidate, arch=arch, global_batch_size=global_batch_size, seq_length=seq_length
+    )
+    return _CHECKS[framework](v)
+
+
+def render(
+    plan: Plan,
+    deployment: Deployment,
+    *,
+    target: Target,
+    framework: Framework,
+) -> LaunchBundle:
+    """Launch files, per-node commands and notes that run `plan` with `framework` on `target`.
+
+    Raises UnsupportedPlanError (with every reason) when the framework cannot express the plan,
+    and SpecError when the deployment does not fit it (e.g. nodes that do not divide num_gpus).
+    """
+    if target not in TARGETS:
+        raise SpecError("target", target, f"choose one of {list(TARGETS)}")
+    reasons = unsupported(plan, framework)
+    if reasons:
+        raise UnsupportedPlanError(framework, reasons)
+    header = _header(plan, framework)
+    if framework == "meshplan":
+        trainer = meshplan.trainer(plan, deployment, config_dir=_config_dir(target))
+    else:  # pragma: no cover - guarded by unsupported()
+        raise SpecError("framework", framework, f"choose one of {list(FRAMEWORKS)}")
+    if target == "torchrun":
+        return render_torchrun(plan, deployment, trainer, header)
+    raise SpecError("target", target, "not implemented yet")
+
+
+def _config_dir(target: Target) -> str:
+    return "/etc/meshplan/" if target == "kubernetes" else ""
+
+
+def _header(plan: Plan, framework: Framework) -> str:
+    return (
+        f"# meshplan launch: {plan.model_name} on {plan.num_gpus} x {plan.gpu}, "
+        f"framework {framework}\n"
+        f"# tp={plan.tp} pp={plan.pp} dp={plan.dp} vpp={plan.vpp} schedule={plan.schedule} "
+        f"mbs={plan.micro_batch_size} m={plan.num_microbatches} "
+        f"global_batch={plan.global_batch_size} zero={plan.zero_stage}"
+    )

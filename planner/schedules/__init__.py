@@ -1,10 +1,11 @@
 """Pipeline schedules as data: the IR, generators, validator, simulator and timeline renderer."""
 
 from planner.schedules.generators import generate
-from planner.schedules.inflight import peak_inflight
+from planner.schedules.inflight import peak_inflight, rank_peak_inflight
 from planner.schedules.ir import Action, ActionKind, Schedule, stage_to_rank
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
 from planner.schedules.simulate import simulate
+from planner.schedules.svg import render_timeline_svg
 from planner.schedules.validate import format_grid, validate
 
 __all__ = [
@@ -17,6 +18,8 @@ __all__ = [
     "format_grid",
     "generate",
     "peak_inflight",
+    "rank_peak_inflight",
+    "render_timeline_svg",
     "simulate",
     "stage_to_rank",
     "validate",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from planner.schedules.ir import ActionKind, Schedule
 
-__all__ = ["peak_inflight"]
+__all__ = ["peak_inflight", "rank_peak_inflight"]
 
 
 def peak_inflight(schedule: Schedule) -> tuple[int, ...]:
@@ -30,3 +30,26 @@ def peak_inflight(schedule: Schedule) -> tuple[int, ...]:
             elif a.kind is not ActionKind.I:
                 held[a.stage] -= 1
     return tuple(peak)
+
+
+def rank_peak_inflight(schedule: Schedule) -> tuple[int, ...]:
+    """Per rank, the most (stage, micro-batch) activation sets the rank holds at once.
+
+    With vpp chunks per rank, each set is one chunk's activations of one micro-batch; divide by
+    vpp for full-rank micro-batch equivalents when the chunks are equal. For interleaved 1F1B
+    with m a multiple of pp the first rank gives min(pp * vpp + pp - 1, vpp * m)
+    chunk-micro-batches; the first term is pp * (1 + (pp - 1) / (pp * vpp)) micro-batches
+    (Narayanan et al. 2021 §2.2.2; Korthikanti et al. 2022). Like
+    `peak_inflight`, it depends only on the per-rank order.
+    """
+    peaks = []
+    for order in schedule.orders:
+        held = peak = 0
+        for a in order:
+            if a.kind is ActionKind.F:
+                held += 1
+                peak = max(peak, held)
+            elif a.kind is not ActionKind.I:
+                held -= 1
+        peaks.append(peak)
+    return tuple(peaks)

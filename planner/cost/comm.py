@@ -48,8 +48,20 @@ def tp_link(cluster: ClusterSpec, *, tp: int) -> Link:
 
 
 def dp_link(cluster: ClusterSpec, *, tp: int, dp: int) -> Link:
-    """A DP group spans tp*dp consecutive ranks (stride tp); inter-node when that leaves a node."""
-    return intra_link(cluster) if _group_in_node(cluster, tp * dp) else inter_link(cluster)
+    """A DP group spans tp*dp consecutive ranks (stride tp): within a node it runs on NVLink.
+
+    Across nodes, each node holds k = min(dp, gpus_per_node // tp) members of the group, each
+    with its own NIC (DGX: one HCA per GPU). NCCL runs one ring per NIC, so k rings share the
+    node's k NICs and the bus bandwidth is k x the per-GPU inter-node bandwidth, at most the
+    NVLink bus bandwidth (nccl-tests on DGX A100 reach ~190 GB/s all-reduce bus bandwidth
+    across nodes with 8 x HDR: k = 8 x 25 GB/s).
+    """
+    if _group_in_node(cluster, tp * dp):
+        return intra_link(cluster)
+    k = max(1, min(dp, cluster.gpus_per_node // tp))
+    inter = inter_link(cluster)
+    bandwidth = min(intra_link(cluster).bytes_per_s, k * inter.bytes_per_s)
+    return Link("inter-node", bandwidth, inter.latency_s)
 
 
 def pp_link(cluster: ClusterSpec, *, tp: int, dp: int, pp: int) -> Link:

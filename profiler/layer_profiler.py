@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from planner.specs import LayerCost, ModelProfile, ModeValues, ProfilePoint
 from profiler.layer_source import BuiltSource, Layer, ModelSource
@@ -139,6 +139,20 @@ def _attention_inputs(module: nn.Module, call: Callable[[], object]) -> list[tup
     return captured
 
 
+def _cpu_flash_flops(query_shape: Any, key_shape: Any, value_shape: Any, *_: Any, **__: Any) -> int:
+    """FLOPs of torch's fused CPU attention kernel, which FlopCounterMode does not know:
+    the same count as its formula for the CUDA kernels (Q K^T and scores x V, full s x s)."""
+    return int(sdpa_flop_count(query_shape, key_shape, value_shape))  # type: ignore[no-untyped-call]
+
+
+def _flop_counter() -> FlopCounterMode:
+    custom: dict[Any, Any] = {}
+    cpu_op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if cpu_op is not None:
+        custom[cpu_op] = _cpu_flash_flops
+    return FlopCounterMode(display=False, custom_mapping=custom)
+
+
 def tp_comm_bytes(kind: str, *, tokens: int, hidden: int, elem_bytes: int, tp: int) -> float:
     """Bytes the TP group all-reduces per micro-batch, forward + backward (one tp rank).
 
@@ -200,7 +214,7 @@ def measure_layer(
         del out
     module = set_recompute(module, "none")
 
-    with FlopCounterMode(display=False) as counter:
+    with _flop_counter() as counter:
         call()
     fw_flops = float(counter.get_total_flops())
 

@@ -1,0 +1,214 @@
+"""Per-layer profiler on CPU: exact saved-activation bytes, recompute modes, timings, kinds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from planner.specs import ModelProfile
+from profiler.layer_profiler import ProfileOptions, ProfileResult, measure_layer, profile_model
+from profiler.layer_source import Layer, ModelSource
+from profiler.models import build_model, tiny_arch
+from profiler.saved_tensors import count_saved
+
+S = 16  # sequence length
+FP32 = 4  # bytes per element
+
+
+@pytest.fixture(scope="module")
+def gpt_result() -> ProfileResult:
+    source = ModelSource.from_spec(
+        "gpt:num_layers=3,hidden_size=64,num_attention_heads=4,vocab_size=128", seq_length=S
+    )
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return profile_model(
+            source, ProfileOptions(micro_batch_sizes=(1, 2, 4), repeats=3, warmup=1)
+        )
+
+
+def _gpt_block_saved_terms(b: int, s: int, h: int, a: int, f: int) -> list[int]:
+    """Storages a pre-LN GPT block (no dropout) saves for backward, from first principles, in
+    bytes (fp32). Weights and biases are parameters and not counted.
+
+    attention half:
+      LayerNorm 1: its input x [b,s,h], mean and rstd [b,s,1] each
+      q/k/v projections: their common input, the LayerNorm output [b,s,h] (one storage)
+      attention core (flash kernel): q, k, v [b,a,s,h/a] (each its projection's output
+        storage, [b,s,h]), the output [b,a,s,h/a] and the fp32 log-sum-exp [b,a,s]
+      output projection: its input, the core output reshaped to [b,s,h] (a view: no storage)
+      residual add: nothing
+    MLP half:
+      LayerNorm 2: its input (the residual sum) [b,s,h], mean and rstd [b,s,1]
+      fc1: its input, the LayerNorm output [b,s,h]
+      GELU: its input, the fc1 output [b,s,f]
+      fc2: its input, the GELU output [b,s,f]
+    """
+    bsh, bs1, bsf = b * s * h * FP32, b * s * FP32, b * s * f * FP32
+    lse = b * a * s * FP32
+    attention = [bsh, bs1, bs1, bsh, bsh, bsh, bsh, bsh, lse]
+    mlp = [bsh, bs1, bs1, bsh, bsf, bsf]
+    return attention + mlp
+
+
+def test_gpt_block_saved_tensors_match_first_principles() -> None:
+    arch = tiny_arch("gpt")  # h=64, a=4, f=256
+    b = 2
+    block = build_model(arch, seq_length=S).layers[0]
+    params = [*block.parameters(), *block.buffers()]
+    x = torch.randn(b, S, 64, requires_grad=True)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        out, saved = count_saved(lambda: block(x), exclude=params)
+    expected = _gpt_block_saved_terms(b, S, 64, 4, 256)
+    assert sorted(t.storage_bytes for t in saved.tensors) == sorted(expected)
+    assert saved.activation_bytes == sum(expected)
+    # 16 s*b*h elements: Korthikanti et al. 2022's 34 s*b*h bytes at 2 bytes/element, minus
+    # the two 1-byte dropout masks this block does not have; the s^2 core terms become lse.
+    assert saved.activation_bytes == 16 * b * S * 64 * FP32 + 4 * b * S * FP32 + b * 4 * S * FP32
+    # parameters were saved too (each Linear's weight, each LayerNorm's weight and bias) and
+    # were recognised as such: 4h^2 + 8h^2 weights + 4h norm parameters, fp32
+    assert saved.param_bytes == (12 * 64 * 64 + 4 * 64) * FP32
+    assert out.shape == x.shape
+
+
+def test_profile_decoder_bytes_per_mode_from_first_principles(gpt_result: ProfileResult) -> None:
+    for m in gpt_result.measurements:
+        if m.kind != "decoder":
+            continue
+        b = m.micro_batch_size
+        terms = _gpt_block_saved_terms(b, S, 64, 4, 256)
+        lse = b * 4 * S * FP32
+        acts = m.cost.activation_bytes
+        assert acts.none == sum(terms)
+        # selective: the core's internals (here only the log-sum-exp) are recomputed; q, k, v
+        # (the checkpoint's inputs) and the core output (o_proj's input) are still kept
+        assert acts.selective == sum(terms) - lse
+        # full recompute keeps only the layer input [b, s, h]
+        assert acts.full == b * S * 64 * FP32
+        assert [t.shape for t in m.saved["full"].tensors] == [(b, S, 64)]
+
+
+def test_saved_bytes_grow_linearly_with_micro_batch(gpt_result: ProfileResult) -> None:
+    by = {(m.kind, m.micro_batch_size): m.cost for m in gpt_result.measurements}
+    for kind in ("embedding", "decoder", "head"):
+        for mode in ("none", "selective", "full"):
+            a1, a2, a4 = (by[(kind, b)].activation_bytes.get(mode) for b in (1, 2, 4))
+            assert a2 > a1 > 0
+            # affine in b (the head's loss keeps one 4-byte scalar whatever b is)
+            assert a4 - a2 == pytest.approx(2 * (a2 - a1))
+            assert a1 - (a2 - a1) <= 4  # intercept at most that scalar
+        assert by[(kind, 4)].output_bytes >= by[(kind, 1)].output_bytes
+    # the decoder's bytes are exactly proportional
+    assert by[("decoder", 4)].activation_bytes.none == 4 * by[("decoder", 1)].activation_bytes.none
+
+
+def test_timings_positive_with_spread(gpt_result: ProfileResult) -> None:
+    for m in gpt_result.measurements:
+        c = m.cost
+        assert c.fw_s > 0
+        assert c.bw_s > 0
+        assert c.recompute_s.none == 0
+        assert c.recompute_s.full == c.fw_s
+        assert c.spread is not None and "fw_s" in c.spread and "bw_s" in c.spread
+        assert all(v >= 0 for v in c.spread.values())
+        assert len(m.stats["fw_s"].samples_s) == 3
+        if m.kind == "decoder":
+            assert c.bw_input_s > 0
+            assert c.recompute_s.selective > 0
+            assert "recompute_selective_s" in c.spread
+        if m.kind == "embedding":  # token ids have no gradient: all of B is weight gradient
+            assert c.bw_input_s == 0 and c.bw_weight_s > 0
+
+
+def test_profile_is_a_measured_model_profile(gpt_result: ProfileResult) -> None:
+    p = gpt_result.profile
+    again = ModelProfile.model_validate_json(p.model_dump_json())
+    assert again == p
+    assert p.source == "measured" and p.dtype == "fp32" and p.seq_length == S
+    assert p.torch_version == torch.__version__ and p.measured_at
+    assert [ref.name for ref in p.layers] == [
+        "embedding",
+        "decoder.0",
+        "decoder.1",
+        "decoder.2",
+        "head",
+    ]
+    assert p.micro_batch_sizes == (1, 2, 4) and p.tp_degrees == (1,)
+    dec = p.cost("decoder", micro_batch_size=2, tp=1)
+    h, f = 64, 256
+    assert dec.param_count == 12 * h * h + 13 * h  # Narayanan 2021 Eq. 2 per layer (f = 4h)
+    assert dec.param_bytes == dec.param_count * FP32
+    assert dec.output_bytes == 2 * S * h * FP32
+    # measured FLOPs: 2 per multiply-add of the four h x h and two h x f matmuls, plus
+    # QK^T and scores x V (2 b s^2 h each), Korthikanti 2022 §6
+    b = 2
+    assert dec.fw_flops == 2 * b * S * (4 * h * h + 2 * h * f) + 4 * b * S * S * h
+    assert dec.tp_comm_bytes == 0  # tp = 1
+
+
+def test_tp_rank_shapes() -> None:
+    source = ModelSource.from_spec(
+        "llama:num_layers=2,hidden_size=64,num_attention_heads=4,num_kv_heads=2,"
+        "ffn_hidden_size=128,vocab_size=128",
+        seq_length=S,
+    )
+    result = profile_model(
+        source, ProfileOptions(micro_batch_sizes=(1,), tp_degrees=(1, 2), repeats=1, warmup=0)
+    )
+    d1 = result.profile.cost("decoder", micro_batch_size=1, tp=1)
+    d2 = result.profile.cost("decoder", micro_batch_size=1, tp=2)
+    h, f = 64, 128
+    # llama: q and o h x h, k and v h x h/2 (2 of 4 heads), SwiGLU 3 h x f, two RMSNorms h
+    assert d1.param_count == 2 * h * h + 2 * h * h // 2 + 3 * h * f + 2 * h
+    assert d2.param_count == (2 * h * h + 2 * h * h // 2 + 3 * h * f) // 2 + 2 * h
+    assert d2.fw_flops < d1.fw_flops
+    assert d2.tp_comm_bytes == 4 * S * h * FP32  # Megatron: 4 all-reduces of b*s*h
+    assert d2.activation_bytes.full == d1.activation_bytes.full == S * h * FP32
+
+
+class _Chain(nn.Module):
+    pass
+
+
+def _chain_factory(*, seq_length: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Embedding(100, 32), nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 8)
+    )
+
+
+def test_user_chain_kinds_and_bytes() -> None:
+    source = ModelSource(name="chain", seq_length=S, factory=_chain_factory)
+    result = profile_model(source, ProfileOptions(micro_batch_sizes=(2,), repeats=1, warmup=0))
+    kinds = [ref.kind for ref in result.profile.layers]
+    assert kinds == ["embedding", "linear", "linear", "linear_1"]  # identical layers share a kind
+    by = {m.kind: m for m in result.measurements}
+    assert len(result.measurements) == 3
+    # a Linear saves its input [b, s, 32] only (the weight is a parameter)
+    assert by["linear"].cost.activation_bytes.none == 2 * S * 32 * FP32
+    assert by["linear_1"].cost.output_bytes == 2 * S * 8 * FP32
+    assert by["linear"].cost.param_count == 32 * 32 + 32
+
+
+def test_user_factory_needs_tp_keyword_for_tp() -> None:
+    source = ModelSource(name="chain", seq_length=S, factory=_chain_factory)
+    with pytest.raises(ValueError, match="takes no `tp` keyword"):
+        profile_model(source, ProfileOptions(micro_batch_sizes=(1,), tp_degrees=(2,), repeats=1))
+
+
+def test_measure_layer_head_full_keeps_input_and_labels() -> None:
+    model: Any = build_model(tiny_arch("gpt"), seq_length=S)
+    x = torch.randn(2, S, 64)
+    labels = torch.randint(0, 128, (2, S))
+    m = measure_layer(
+        Layer("head", "head", model.head, takes_labels=True),
+        x,
+        labels,
+        device=torch.device("cpu"),
+        repeats=1,
+        warmup=0,
+    )
+    assert m.cost.activation_bytes.full == 2 * S * 64 * FP32 + 2 * S * 8  # x and int64 labels
+    assert m.cost.output_bytes == FP32  # the scalar loss

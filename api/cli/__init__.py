@@ -13,6 +13,12 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+@app.callback()
+def _root() -> None:
+    """Plan tensor/pipeline/data parallel training, and launch it."""
+    # A callback keeps `meshplan <command>` a command group even while one command exists.
+
 # One module per command group; each defines register(app: typer.Typer) -> None.
 COMMAND_MODULES = (
     "api.cli.bubble",

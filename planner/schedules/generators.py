@@ -23,7 +23,7 @@ from planner.errors import SpecError
 from planner.schedules.ir import Action, ActionKind, Schedule
 from planner.specs.base import SCHEDULES, ScheduleName
 
-__all__ = ["generate"]
+__all__ = ["check_generate_args", "generate"]
 
 _F, _B, _I, _W = ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W
 RankOrder = list[Action]
@@ -39,7 +39,12 @@ def generate(name: ScheduleName, *, pp: int, vpp: int, num_microbatches: int) ->
     return _generate(name, pp, vpp, num_microbatches)
 
 
-@lru_cache(maxsize=4096)
+def check_generate_args(name: str, *, pp: int, vpp: int, num_microbatches: int) -> None:
+    """Raise the SpecError `generate` would raise for these arguments, without building anything."""
+    _check(name, pp, vpp, num_microbatches)
+
+
+@lru_cache(maxsize=512)
 def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
     _check(name, pp, vpp, m)
     if name == "gpipe":

@@ -8,11 +8,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import Metrics
-from api.problems import problem_response
-
-
-class _TooLarge(Exception):
-    pass
+from api.problems import BodyTooLarge, problem_response
 
 
 class BodyLimitMiddleware:
@@ -45,7 +41,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise _TooLarge
+                    raise BodyTooLarge(self.max_bytes)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -56,7 +52,7 @@ class BodyLimitMiddleware:
 
         try:
             await self.app(scope, counting_receive, tracking_send)
-        except _TooLarge:
+        except BodyTooLarge:
             if not started:
                 await self._reject(scope, receive, send)
 

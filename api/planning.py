@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from api.limits import check_request
 from api.problems import ProblemError, from_document, problem_body
 from api.state import AppState
 from api.store import jobs as job_store
@@ -94,6 +95,7 @@ class Planner:
 
     async def submit(self, principal: Principal, request: PlanRequest, *, wait: bool) -> Outcome:
         norm = await run_in_threadpool(normalise, self.state, principal.tenant, request)
+        check_request(norm.request)
         tenant = principal.tenant
         if not norm.force:
             cached = await run_in_threadpool(self._cached, tenant, norm.request_hash)

@@ -40,6 +40,14 @@ class ProblemError(Exception):
         self.extra = extra
 
 
+class BodyTooLarge(StarletteHTTPException):
+    """Raised while a body is read once it passes the limit (FastAPI re-raises HTTP errors)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"bodies are limited to {max_bytes} bytes")
+        self.max_bytes = max_bytes
+
+
 def problem_body(
     status: int,
     title: str,
@@ -147,6 +155,17 @@ def install(app: FastAPI) -> None:
             kind="validation",
             instance=request.url.path,
             errors=errors,
+        )
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
+        return problem_response(
+            413,
+            "Request body too large",
+            str(exc.detail),
+            kind="too-large",
+            instance=request.url.path,
+            max_bytes=exc.max_bytes,
         )
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,5 +1,14 @@
 """One router per resource, composed in api.app."""
 
-from api.routes import health, jobs, keys, plans, profiles
+from api.routes import evaluations, health, jobs, keys, launch, plans, profiles, runs
 
-ROUTERS = (health.router, plans.router, jobs.router, profiles.router, keys.router)
+ROUTERS = (
+    health.router,
+    plans.router,
+    jobs.router,
+    runs.router,
+    launch.router,
+    evaluations.router,
+    profiles.router,
+    keys.router,
+)

@@ -181,3 +181,16 @@ def list_plans(
         last = rows[-1]
         next_cursor = Cursor(sort=sort, value=getattr(last, col.key), id=last.id)
     return Page(rows=rows, next_cursor=next_cursor)
+
+
+def bulk_insert(session: Session, *, rows: list[dict[str, Any]]) -> None:
+    """Insert many plans at once (column dicts as `insert_plan` would build; for benchmarks
+    and imports). Tags go to the tag table too."""
+    from sqlalchemy import insert
+
+    session.execute(insert(PlanRow), rows)
+    tag_rows = [
+        {"plan_id": r["id"], "tag": t, "tenant": r["tenant"]} for r in rows for t in r["tags"]
+    ]
+    if tag_rows:
+        session.execute(insert(PlanTagRow), tag_rows)

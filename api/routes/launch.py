@@ -1,0 +1,136 @@
+"""/v1/plans/{id}/launch: launch configs for a stored plan (JSON, or a tar.gz of the files).
+
+Deployment fields come as query parameters on GET (repeat `hosts`/`entry_args`; `env` as
+`env=KEY=VALUE`) or as a JSON body on POST."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from api.deps import PrincipalDep, SessionDep
+from api.problems import ProblemError, field_errors
+from api.schemas.problem import problem_responses
+from api.store import plans as plan_store
+from planner.launch import Deployment, LaunchBundle, render
+from planner.plan import PlanResult
+
+router = APIRouter(prefix="/v1", tags=["launch"])
+
+TargetQ = Annotated[Literal["torchrun", "slurm", "kubernetes"], Query()]
+FrameworkQ = Annotated[Literal["meshplan", "megatron", "torchtitan", "deepspeed"], Query()]
+FormatQ = Annotated[Literal["json", "tar.gz"] | None, Query()]
+_RESERVED = {"target", "framework", "format", "key"}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "files, per-node commands and notes (or a tar.gz of the files)",
+        "content": {
+            "application/json": {"schema": LaunchBundle.model_json_schema()},
+            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    **problem_responses(404, 422),
+}
+
+
+def _deployment_from_query(request: Request) -> Deployment:
+    doc: dict[str, Any] = {}
+    multi = {"hosts", "entry_args"}
+    for name in request.query_params:
+        if name in _RESERVED:
+            continue
+        values = request.query_params.getlist(name)
+        if name in multi:
+            doc[name] = values
+        elif name == "env":
+            doc["env"] = {v.partition("=")[0]: v.partition("=")[2] for v in values}
+        else:
+            doc[name] = values[-1]
+    try:
+        return Deployment.model_validate(doc)
+    except ValidationError as exc:
+        errors = field_errors([{**e, "loc": ("query", *e["loc"])} for e in exc.errors()])
+        raise ProblemError(
+            422,
+            "Invalid deployment",
+            "; ".join(f"{e['field']}: {e['message']}" for e in errors)[:2000],
+            kind="validation",
+            errors=errors,
+        ) from exc
+
+
+def _bundle(
+    session: Session, tenant: str, plan_id: str, deployment: Deployment, target: str, framework: str
+) -> LaunchBundle:
+    row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
+    if row is None:
+        raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
+    plan = PlanResult.model_validate(row.result).plan
+    return render(plan, deployment, target=target, framework=framework)  # type: ignore[arg-type]
+
+
+def _respond(request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: str) -> Response:
+    wants_tar = fmt == "tar.gz" or (
+        fmt is None and "application/gzip" in request.headers.get("accept", "")
+    )
+    if not wants_tar:
+        return JSONResponse(bundle.model_dump(mode="json"))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for f in bundle.files:
+            data = f.content.encode()
+            info = tarfile.TarInfo(name=f"meshplan-{plan_id}/{f.name}")
+            info.size, info.mode, info.mtime = len(data), f.mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return Response(
+        buf.getvalue(),
+        media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="meshplan-{plan_id}.tar.gz"'},
+    )
+
+
+@router.get(
+    "/plans/{plan_id}/launch",
+    response_model=None,
+    responses=_RESPONSES,
+    summary="Launch configs for a plan (deployment fields as query parameters)",
+)
+def launch_get(
+    plan_id: str,
+    request: Request,
+    principal: PrincipalDep,
+    session: SessionDep,
+    target: TargetQ = "torchrun",
+    framework: FrameworkQ = "meshplan",
+    format: FormatQ = None,
+) -> Response:
+    deployment = _deployment_from_query(request)
+    bundle = _bundle(session, principal.tenant, plan_id, deployment, target, framework)
+    return _respond(request, bundle, format, plan_id)
+
+
+@router.post(
+    "/plans/{plan_id}/launch",
+    response_model=None,
+    responses=_RESPONSES,
+    summary="Launch configs for a plan (deployment as the JSON body)",
+)
+def launch_post(
+    plan_id: str,
+    body: Deployment,
+    request: Request,
+    principal: PrincipalDep,
+    session: SessionDep,
+    target: TargetQ = "torchrun",
+    framework: FrameworkQ = "meshplan",
+    format: FormatQ = None,
+) -> Response:
+    bundle = _bundle(session, principal.tenant, plan_id, body, target, framework)
+    return _respond(request, bundle, format, plan_id)

@@ -1,0 +1,41 @@
+"""Alembic: upgrade head -> downgrade base -> upgrade head, on SQLite and PostgreSQL; the
+migrated schema matches the ORM tables."""
+
+from __future__ import annotations
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect
+
+from api.store import migrate
+from api.store.tables import Base
+
+TABLES = {"api_keys", "plans", "plan_tags", "jobs", "idempotency_keys", "profiles", "runs"}
+
+
+def _tables(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return set(inspect(engine).get_table_names()) - {"alembic_version"}
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_downgrade_upgrade(db_url: str) -> None:
+    assert migrate.current(db_url) is None
+    migrate.upgrade(db_url)
+    head = migrate.current(db_url)
+    assert head is not None
+    assert _tables(db_url) == TABLES
+    migrate.downgrade(db_url, "base")
+    assert migrate.current(db_url) is None
+    assert _tables(db_url) == set()
+    migrate.upgrade(db_url)
+    assert migrate.current(db_url) == head
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    finally:
+        engine.dispose()
+    assert diff == [], f"migrations and ORM tables differ: {diff}"

@@ -121,3 +121,19 @@ def workdir(dep: Deployment, *, container: bool) -> str:
     if dep.workdir:
         return dep.workdir
     return "/workspace" if container else "."
+
+
+def option_lines(words: list[str]) -> list[str]:
+    """Shell words grouped one option (with its value) per line, for readable scripts."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        pair = (w.startswith("--") and "=" not in w) or w == "-m"
+        if pair and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            out.append(shell_join([w, words[i + 1]]))
+            i += 2
+        else:
+            out.append(shell_join([w]))
+            i += 1
+    return out

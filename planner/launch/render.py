@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 from planner.errors import SpecError, UnsupportedPlanError
 from planner.launch.deployment import Deployment, LaunchBundle
-from planner.launch.frameworks import meshplan
+from planner.launch.frameworks import deepspeed, megatron, meshplan, torchtitan
+from planner.launch.kubernetes import render_kubernetes
 from planner.launch.layers import LaunchView, view
+from planner.launch.slurm import render_slurm
 from planner.launch.torchrun import render_torchrun
 from planner.launch.trainer import Trainer
 from planner.plan import Plan
@@ -21,10 +23,23 @@ TARGETS: tuple[Target, ...] = ("torchrun", "slurm", "kubernetes")
 FRAMEWORKS: tuple[Framework, ...] = ("meshplan", "megatron", "torchtitan", "deepspeed")
 
 _Check = Callable[[LaunchView], list[str]]
-_Build = Callable[[Plan, Deployment], Trainer]
+
+
+class _Build(Protocol):
+    def __call__(self, plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer: ...
+
 
 _CHECKS: dict[str, _Check] = {
     "meshplan": meshplan.unsupported,
+    "megatron": megatron.unsupported,
+    "torchtitan": torchtitan.unsupported,
+    "deepspeed": deepspeed.unsupported,
+}
+_BUILDS: dict[str, _Build] = {
+    "meshplan": meshplan.trainer,
+    "megatron": megatron.trainer,
+    "torchtitan": torchtitan.trainer,
+    "deepspeed": deepspeed.trainer,
 }
 
 
@@ -46,7 +61,13 @@ def unsupported(
     v = view(
         plan_or_candidate, arch=arch, global_batch_size=global_batch_size, seq_length=seq_length
     )
-    return _CHECKS[framework](v)
+    reasons = []
+    if framework == "megatron" and isinstance(plan_or_candidate, Plan) and v.arch is None:
+        reasons.append(
+            "the plan carries no model shapes (arch): Megatron needs --num-layers, "
+            "--hidden-size, --num-attention-heads and --ffn-hidden-size"
+        )
+    return reasons + _CHECKS[framework](v)
 
 
 def render(
@@ -67,13 +88,12 @@ def render(
     if reasons:
         raise UnsupportedPlanError(framework, reasons)
     header = _header(plan, framework)
-    if framework == "meshplan":
-        trainer = meshplan.trainer(plan, deployment, config_dir=_config_dir(target))
-    else:  # pragma: no cover - guarded by unsupported()
-        raise SpecError("framework", framework, f"choose one of {list(FRAMEWORKS)}")
+    trainer = _BUILDS[framework](plan, deployment, config_dir=_config_dir(target))
     if target == "torchrun":
         return render_torchrun(plan, deployment, trainer, header)
-    raise SpecError("target", target, "not implemented yet")
+    if target == "slurm":
+        return render_slurm(plan, deployment, trainer, header)
+    return render_kubernetes(plan, deployment, trainer, header)
 
 
 def _config_dir(target: Target) -> str:

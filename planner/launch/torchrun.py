@@ -5,6 +5,7 @@ from __future__ import annotations
 from planner.launch.common import (
     environment,
     layout,
+    option_lines,
     rdzv_id,
     shell_join,
     torchrun_options,
@@ -57,7 +58,7 @@ def render_torchrun(plan: Plan, dep: Deployment, trainer: Trainer, header: str) 
         *(f"export {k}={shell_join([v])}" for k, v in env),
     ]
     argv = command('"$NODE_RANK"', f'"$HEAD_NODE:{dep.port}"')
-    lines += ["exec " + " \\\n    ".join(_groups(argv)), ""]
+    lines += ["exec " + " \\\n    ".join(option_lines(argv)), ""]
     notes = list(trainer.notes)
     if lay.hosts:
         notes.append("run commands[i] on hosts[i] (" + ", ".join(lay.hosts) + f"), from {wd}")
@@ -74,19 +75,3 @@ def render_torchrun(plan: Plan, dep: Deployment, trainer: Trainer, header: str) 
         *trainer.files,
     )
     return LaunchBundle(files=files, commands=tuple(commands), notes=tuple(notes))
-
-
-def _groups(argv: list[str]) -> list[str]:
-    """One option (with its value) per line, the trainer's command on the last lines."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        word = argv[i]
-        pair = word.startswith("--") or word == "-m"
-        if pair and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-            out.append(shell_join([word, argv[i + 1]]))
-            i += 2
-        else:
-            out.append(shell_join([word]))
-            i += 1
-    return out

@@ -1,0 +1,186 @@
+"""Shared by the runner tests: plans for the tiny models, torchrun launches, reference grads."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from planner.plan import Plan
+from planner.specs.cluster import ClusterSpec
+from planner.specs.model import ModelArch
+from planner.specs.request import Candidate, PlanRequest, StageSpec
+from planner.specs.training import TrainingSpec
+from profiler.models import build_model
+from profiler.run_plan import synthetic_batch
+from profiler.runner.plans import fixed_plan
+from profiler.runner.tied import EMBEDDING, OUTPUT
+
+REPO = Path(__file__).resolve().parents[2]
+SEQ = 16
+
+
+def make_plan(
+    arch: ModelArch,
+    *,
+    pp: int = 1,
+    dp: int = 1,
+    tp: int = 1,
+    vpp: int = 1,
+    schedule: str = "1f1b",
+    micro_batch_size: int = 2,
+    microbatches: int = 4,
+    stages: tuple[StageSpec, ...] | None = None,
+    sequence_parallel: bool = False,
+    zero_stage: int = 0,
+) -> Plan:
+    request = PlanRequest(
+        model=arch,
+        cluster=ClusterSpec(gpu="CPU", num_gpus=pp * dp * tp),
+        training=TrainingSpec(
+            global_batch_size=dp * micro_batch_size * microbatches, seq_length=SEQ, dtype="fp32"
+        ),
+    )
+    candidate = Candidate(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        vpp=vpp,
+        schedule=schedule,  # type: ignore[arg-type]
+        micro_batch_size=micro_batch_size,
+        stages=stages,
+        sequence_parallel=sequence_parallel,
+        zero_stage=zero_stage,
+    )
+    return fixed_plan(request, candidate)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC"))}
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def run_torchrun(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 240) -> Path:
+    """Run the runner on `plan` with torchrun in `tmp`; returns the directory of grad dumps."""
+    plan_path = tmp / "plan.json"
+    plan_path.write_text(plan.model_dump_json())
+    grads = tmp / "grads"
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nproc-per-node", str(plan.num_gpus),
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+        "-m", "profiler.run_plan", "--plan", str(plan_path),
+        "--steps", "1", "--warmup", "0", "--dump-grads", str(grads), "--quiet", *extra,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout_s
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"torchrun failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+    return grads
+
+
+def _worker(rank: int, world: int, port: int, argv: list[str]) -> None:
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
+    torch.set_num_threads(1)
+    from profiler.run_plan import main
+
+    raise SystemExit(main(argv))
+
+
+def run_forked(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 120) -> Path:
+    """Run the runner's `main` in `plan.num_gpus` processes, as torchrun would (same
+    environment variables), forked from a server that has imported torch once: each run then
+    costs about a second instead of torchrun's interpreter start-ups."""
+    plan_path = tmp / "plan.json"
+    plan_path.write_text(plan.model_dump_json())
+    grads = tmp / "grads"
+    argv = [
+        "--plan", str(plan_path), "--steps", "1", "--warmup", "0",
+        "--dump-grads", str(grads), "--quiet", *extra,
+    ]  # fmt: skip
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["profiler.run_plan"])
+    port = free_port()
+    procs = [
+        ctx.Process(target=_worker, args=(r, plan.num_gpus, port, argv))
+        for r in range(plan.num_gpus)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout_s)
+    codes = [p.exitcode for p in procs]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if any(c != 0 for c in codes):
+        raise AssertionError(f"runner processes exited with {codes} (None: timed out)")
+    return grads
+
+
+def reference_grads(plan: Plan, *, seed: int = 0) -> dict[str, torch.Tensor]:
+    """One process, the whole global batch, the plain model: d(mean loss)/d(parameter)."""
+    assert plan.arch is not None
+    model = build_model(plan.arch, seq_length=plan.seq_length, seed=seed)
+    tokens, labels = synthetic_batch(plan, seed=seed, step=0)
+    model(tokens, labels).backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    if plan.arch.tied:
+        total = grads[EMBEDDING] + grads[OUTPUT]
+        grads[EMBEDDING] = grads[OUTPUT] = total
+    return grads
+
+
+def load_dumps(directory: Path) -> list[dict[str, torch.Tensor]]:
+    files = sorted(directory.glob("grads_rank*.pt"))
+    return [torch.load(f) for f in files]
+
+
+def assert_same_grads(
+    plan: Plan, directory: Path, *, rtol: float = 1e-4, atol: float = 1e-5
+) -> int:
+    """Every reference gradient appears on some rank, and every rank's copy matches it."""
+    ref = reference_grads(plan)
+    dumps = load_dumps(directory)
+    assert len(dumps) == plan.num_gpus, f"{len(dumps)} dumps for {plan.num_gpus} ranks"
+    seen: set[str] = set()
+    for rank, dump in enumerate(dumps):
+        unknown = sorted(set(dump) - set(ref))
+        assert not unknown, f"rank {rank} has parameters the reference lacks: {unknown}"
+        for name, g in dump.items():
+            torch.testing.assert_close(
+                g,
+                ref[name],
+                rtol=rtol,
+                atol=atol,
+                msg=lambda m, n=name, r=rank: f"{n} rank {r}: {m}",
+            )
+            seen.add(name)
+    missing = sorted(set(ref) - seen)
+    assert not missing, f"no rank holds gradients for {missing}"
+    return len(seen)

@@ -110,3 +110,14 @@ def make_plan(
         prediction=prediction(),
         why=("test plan",),
     )
+
+
+def ranges_from_decoders(counts: Sequence[int]) -> list[tuple[int, int]]:
+    """Stage layer ranges over [embedding, decoders..., head] holding `counts` decoder blocks:
+    the embedding joins stage 0 and the head the last stage."""
+    out, first = [], 0
+    for i, c in enumerate(counts):
+        end = first + c + (1 if i == 0 else 0) + (1 if i == len(counts) - 1 else 0)
+        out.append((first, end))
+        first = end
+    return out

@@ -7,11 +7,13 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from planner.plan import Plan
+from planner.specs.base import ScheduleName
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import ModelArch
 from planner.specs.request import Candidate, PlanRequest, StageSpec
@@ -32,7 +34,7 @@ def make_plan(
     dp: int = 1,
     tp: int = 1,
     vpp: int = 1,
-    schedule: str = "1f1b",
+    schedule: ScheduleName = "1f1b",
     micro_batch_size: int = 2,
     microbatches: int = 4,
     stages: tuple[StageSpec, ...] | None = None,
@@ -51,7 +53,7 @@ def make_plan(
         pp=pp,
         dp=dp,
         vpp=vpp,
-        schedule=schedule,  # type: ignore[arg-type]
+        schedule=schedule,
         micro_batch_size=micro_batch_size,
         stages=stages,
         sequence_parallel=sequence_parallel,
@@ -156,6 +158,10 @@ def reference_grads(plan: Plan, *, seed: int = 0) -> dict[str, torch.Tensor]:
     return grads
 
 
+def _labelled(label: str) -> Callable[[str], str]:
+    return lambda message: f"{label}: {message}"
+
+
 def load_dumps(directory: Path) -> list[dict[str, torch.Tensor]]:
     files = sorted(directory.glob("grads_rank*.pt"))
     return [torch.load(f) for f in files]
@@ -178,7 +184,7 @@ def assert_same_grads(
                 ref[name],
                 rtol=rtol,
                 atol=atol,
-                msg=lambda m, n=name, r=rank: f"{n} rank {r}: {m}",
+                msg=_labelled(f"{name} rank {rank}"),
             )
             seen.add(name)
     missing = sorted(set(ref) - seen)

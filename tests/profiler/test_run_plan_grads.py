@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from run_plan_support import assert_same_grads, make_plan, run_forked
 
+from planner.specs.base import ScheduleName
 from planner.specs.request import StageSpec
 from profiler.models import tiny_arch
 
@@ -22,7 +23,7 @@ UNEVEN = (StageSpec(layers=(0, 2)), StageSpec(layers=(2, 6)))
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
-def test_pp2_uneven_stages(tmp_path: Path, schedule: str) -> None:
+def test_pp2_uneven_stages(tmp_path: Path, schedule: ScheduleName) -> None:
     plan = make_plan(GPT, pp=2, schedule=schedule, stages=UNEVEN)
     assert_same_grads(plan, run_forked(plan, tmp_path))
 

@@ -25,8 +25,8 @@ from planner.catalog.hardware import GpuSpec
 
 # Calibrated on ../shared/cases/megatron_table1.json with bench/calibrate.py (grid search of
 # mean |error| of the predicted TFLOP/s per GPU over the ten rows; see docs/cost-model.md).
-MATMUL_FRACTION = 0.63
-HBM_FRACTION = 0.85
+MATMUL_FRACTION = 0.64
+HBM_FRACTION = 0.80
 
 
 @dataclass(frozen=True)

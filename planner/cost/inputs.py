@@ -79,9 +79,11 @@ def build_inputs(
 
     # Tied embeddings (gpt): the head's copy of the word embeddings is the same tensor when
     # embedding and head share a pipeline rank; otherwise both copies exist and their
-    # gradients are all-reduced between the two ranks after the backward.
+    # gradients are all-reduced between the two ranks after the backward. A profile that
+    # carries a tied arch follows the catalog's convention: the head's param_count includes
+    # its copy of the word embeddings (V*h/tp).
     arch = src.arch
-    tied = src.origin == "analytic" and arch is not None and arch.tied
+    tied = arch is not None and arch.tied
     shared_rank = stage_rank[0] == stage_rank[-1]
     word_params = arch.vocab_size * arch.hidden_size / tp if arch is not None else 0.0
     tied_sync_s = 0.0

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from run_plan_support import child_env, free_port, make_plan, run_forked
 
 from planner.launch.deployment import Deployment
 from planner.launch.render import render
@@ -16,8 +17,6 @@ from planner.specs.request import StageSpec
 from profiler.models import tiny_arch
 from profiler.runner.options import load_plan
 from profiler.runner.split import local_stages, stage_layout
-
-from run_plan_support import child_env, free_port, make_plan, run_forked
 
 GPT = tiny_arch("gpt", num_layers=4)
 

@@ -91,3 +91,21 @@ def test_zbv_is_bubble_free_in_the_steady_state_when_f_i_w_are_equal(p: int) -> 
         bubbles.append(simulate(schedule, uniform(2 * p, 1.0, 2.0, 1.0)).bubble_fraction)
     assert bubbles[0] > bubbles[1] > bubbles[2]
     assert bubbles[2] < 0.05
+
+
+@settings(max_examples=150, deadline=None)
+@given(p=st.integers(2, 8), extra=st.integers(0, 24), f=times, i=times, w_frac=st.floats(0.05, 1.0))
+def test_zb_h1_step_time_matches_qi_et_al(
+    p: int, extra: int, f: float, i: float, w_frac: float
+) -> None:
+    # Qi et al. 2024 Table 2: ZB-H1 bubble (p-1)(T_F + T_B - T_W), T_B the input-grad part.
+    # Exact in the simulator when m >= p and T_W <= min(T_F, T_B) (the paper's setting).
+    m = p + extra
+    w = w_frac * min(f, i)
+    try:
+        schedule = generate("zb-h1", pp=p, vpp=1, num_microbatches=m)
+    except ValueError:
+        return  # torch's rounds rule (m % max(1, m // p)) rejects this m
+    result = simulate(schedule, uniform(p, f, i + w, w))
+    expected = m * (f + i + w) + (p - 1) * (f + i - w)
+    assert result.step_time_s == pytest.approx(expected, rel=1e-9)

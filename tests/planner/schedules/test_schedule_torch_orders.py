@@ -64,3 +64,24 @@ def test_interleaved_round_rule_names_num_microbatches() -> None:
         generate("interleaved-1f1b", pp=4, vpp=2, num_microbatches=9)  # 9 % max(1, 9 // 4) != 0
     assert info.value.field == "num_microbatches"
     assert "9" in str(info.value) and "pp=4" in str(info.value)
+
+
+@pytest.mark.parametrize(("pp", "m"), [(2, 4), (3, 5), (4, 8)])
+def test_gpipe_equals_torch_and_torch_visualizer_1f1b_last_rank_is_invalid(pp: int, m: int) -> None:
+    # REFERENCE.md: the visualizer's 1F1B order is not what Schedule1F1B executes. Ours follows
+    # Schedule1F1B._step_microbatches: min(m, pp - s) forwards, then B and F alternate.
+    gpipe = visualizer.get_schedule_ops("GPipe", pp, m)
+    ours = generate("gpipe", pp=pp, vpp=1, num_microbatches=m)
+    assert [[str(a) for a in r if a is not None and a.is_compute_op] for r in gpipe] == [
+        [str(a) for a in order] for order in ours.orders
+    ]
+    theirs = [
+        [str(a) for a in r if a is not None and a.is_compute_op]
+        for r in visualizer.get_schedule_ops("1F1B", pp, m)
+    ]
+    one_f_one_b = generate("1f1b", pp=pp, vpp=1, num_microbatches=m)
+    mine = [[str(a) for a in order] for order in one_f_one_b.orders]
+    assert theirs[:-1] == mine[:-1]
+    assert theirs[-1][0] == f"{pp - 1}F1"  # skips micro-batch 0 and runs one past the end
+    assert mine[-1][:2] == [f"{pp - 1}F0", f"{pp - 1}B0"]
+    assert f"{pp - 1}F{m}" in theirs[-1]

@@ -10,7 +10,7 @@ MAX_GPUS = 65_536
 MAX_LAYERS = 4_096
 MAX_GLOBAL_BATCH = 1 << 20
 MAX_SEQ_LENGTH = 1 << 21
-MAX_SCHEDULE_ACTIONS = 500_000  # micro-batches x stages simulated for one candidate
+MAX_SCHEDULE_ACTIONS = 200_000  # micro-batches x stages simulated for one candidate
 
 
 def _too_big(field: str, value: int, limit: int) -> ProblemError:

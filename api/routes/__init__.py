@@ -1,14 +1,29 @@
 """One router per resource, composed in api.app."""
 
-from api.routes import evaluations, health, jobs, keys, launch, plans, profiles, runs
+from api.pages import views as pages
+from api.routes import (
+    bubble,
+    evaluations,
+    health,
+    jobs,
+    keys,
+    launch,
+    plans,
+    profiles,
+    runs,
+    timeline,
+)
 
 ROUTERS = (
     health.router,
     plans.router,
     jobs.router,
     runs.router,
+    timeline.router,
+    bubble.router,
     launch.router,
     evaluations.router,
     profiles.router,
     keys.router,
+    pages.router,
 )

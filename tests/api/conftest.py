@@ -45,9 +45,13 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def api(db_url: str) -> Iterator[Api]:
     app = create_app(make_settings(db_url))
     with TestClient(app, raise_server_exceptions=False) as client:
-        yield Api(app=app, client=client, acme=new_key(client, "acme"),
-                  globex=new_key(client, "globex"),
-                  admin={"Authorization": f"Bearer {ADMIN_KEY}"})
+        yield Api(
+            app=app,
+            client=client,
+            acme=new_key(client, "acme"),
+            globex=new_key(client, "globex"),
+            admin={"Authorization": f"Bearer {ADMIN_KEY}"},
+        )
 
 
 @pytest.fixture

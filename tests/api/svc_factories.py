@@ -17,8 +17,14 @@ from planner.specs import Candidate, PlanRequest
 def tiny_request(**overrides: Any) -> dict[str, Any]:
     """A small GPT on 4 A100s that the search solves in well under a second."""
     doc: dict[str, Any] = {
-        "model": {"family": "gpt", "name": "tiny-gpt", "num_layers": 4, "hidden_size": 256,
-                  "num_attention_heads": 4, "vocab_size": 1024},
+        "model": {
+            "family": "gpt",
+            "name": "tiny-gpt",
+            "num_layers": 4,
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "vocab_size": 1024,
+        },
         "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 4, "gpus_per_node": 4},
         "training": {"global_batch_size": 8, "seq_length": 256},
         "search": {"time_limit_s": 10, "top_k": 2},
@@ -39,14 +45,26 @@ def evaluated_result(request_doc: dict[str, Any], candidate_doc: dict[str, Any])
     ).hexdigest()[:16]
     assert cand.stages is not None
     plan = Plan(
-        model_name=request.model_name, model_hash=model_hash, arch=arch,
-        gpu=request.cluster.gpu, num_gpus=request.cluster.num_gpus, tp=cand.tp, pp=cand.pp,
-        dp=cand.dp, vpp=cand.vpp, schedule=cand.schedule, micro_batch_size=cand.micro_batch_size,
+        model_name=request.model_name,
+        model_hash=model_hash,
+        arch=arch,
+        gpu=request.cluster.gpu,
+        num_gpus=request.cluster.num_gpus,
+        tp=cand.tp,
+        pp=cand.pp,
+        dp=cand.dp,
+        vpp=cand.vpp,
+        schedule=cand.schedule,
+        micro_batch_size=cand.micro_batch_size,
         num_microbatches=cand.num_microbatches(request.training.global_batch_size),
         global_batch_size=request.training.global_batch_size,
-        seq_length=request.training.seq_length, zero_stage=cand.zero_stage,
-        sequence_parallel=cand.sequence_parallel, recompute=cand.recompute, stages=cand.stages,
-        prediction=pred, why=("fixed candidate (test factory)",),
+        seq_length=request.training.seq_length,
+        zero_stage=cand.zero_stage,
+        sequence_parallel=cand.sequence_parallel,
+        recompute=cand.recompute,
+        stages=cand.stages,
+        prediction=pred,
+        why=("fixed candidate (test factory)",),
     )
     result = PlanResult(plan=plan, search=SearchStats(mode="exhaustive", status="OPTIMAL"))
     return result.model_dump(mode="json")
@@ -85,25 +103,30 @@ def synthetic_rows(n: int, *, tenant: str, seed: int = 0) -> list[dict[str, Any]
         result = templates[i % len(templates)]
         plan = result["plan"]
         step = rng.uniform(0.5, 20.0)
-        rows.append({
-            "id": f"{i:08d}{rng.getrandbits(64):016x}",
-            "tenant": tenant,
-            "request_hash": hashlib.sha256(f"{tenant}{i}".encode()).hexdigest(),
-            "created_at": t0 + timedelta(seconds=i * 7 + rng.randint(0, 3)),
-            "model_name": rng.choice(models),
-            "model_hash": plan["model_hash"],
-            "gpu": rng.choice(gpus),
-            "num_gpus": rng.choice([8, 16, 32, 64, 128, 256, 512]),
-            "schedule": plan["schedule"],
-            "tp": plan["tp"], "pp": plan["pp"], "dp": plan["dp"], "vpp": plan["vpp"],
-            "micro_batch_size": plan["micro_batch_size"],
-            "step_time_s": step,
-            "tokens_per_s": 1e6 / step,
-            "bubble_fraction": plan["prediction"]["bubble_fraction"],
-            "peak_memory_bytes": plan["prediction"]["peak_memory_bytes"],
-            "search_wall_s": 0.0,
-            "tags": [f"team-{i % 5}"],
-            "request": {"synthetic": i},
-            "result": result,
-        })
+        rows.append(
+            {
+                "id": f"{i:08d}{rng.getrandbits(64):016x}",
+                "tenant": tenant,
+                "request_hash": hashlib.sha256(f"{tenant}{i}".encode()).hexdigest(),
+                "created_at": t0 + timedelta(seconds=i * 7 + rng.randint(0, 3)),
+                "model_name": rng.choice(models),
+                "model_hash": plan["model_hash"],
+                "gpu": rng.choice(gpus),
+                "num_gpus": rng.choice([8, 16, 32, 64, 128, 256, 512]),
+                "schedule": plan["schedule"],
+                "tp": plan["tp"],
+                "pp": plan["pp"],
+                "dp": plan["dp"],
+                "vpp": plan["vpp"],
+                "micro_batch_size": plan["micro_batch_size"],
+                "step_time_s": step,
+                "tokens_per_s": 1e6 / step,
+                "bubble_fraction": plan["prediction"]["bubble_fraction"],
+                "peak_memory_bytes": plan["prediction"]["peak_memory_bytes"],
+                "search_wall_s": 0.0,
+                "tags": [f"team-{i % 5}"],
+                "request": {"synthetic": i},
+                "result": result,
+            }
+        )
     return rows

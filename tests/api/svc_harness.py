@@ -20,7 +20,9 @@ ADMIN_KEY = "test-admin-key-" + "x" * 24
 
 def make_settings(db_url: str, **kw: object) -> Settings:
     base: dict[str, object] = {
-        "database_url": db_url, "bootstrap_admin_key": ADMIN_KEY, "solver_workers": 2,
+        "database_url": db_url,
+        "bootstrap_admin_key": ADMIN_KEY,
+        "solver_workers": 2,
         "max_time_limit_s": 10.0,
     }
     base.update(kw)
@@ -39,8 +41,11 @@ class Api:
 
 
 def new_key(client: TestClient, tenant: str, *, admin: bool = False) -> dict[str, str]:
-    r = client.post("/v1/keys", json={"tenant": tenant, "admin": admin},
-                    headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    r = client.post(
+        "/v1/keys",
+        json={"tenant": tenant, "admin": admin},
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    )
     assert r.status_code == 201, r.text
     return {"Authorization": f"Bearer {r.json()['key']}"}
 

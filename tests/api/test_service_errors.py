@@ -43,8 +43,13 @@ def test_unknown_plan_is_404(api: Api) -> None:
 
 def test_validation_names_field_and_value(api: Api) -> None:
     body = {
-        "model": {"family": "gpt", "num_layers": 4, "hidden_size": 256,
-                  "num_attention_heads": 4, "vocab_size": 1024},
+        "model": {
+            "family": "gpt",
+            "num_layers": 4,
+            "hidden_size": 256,
+            "num_attention_heads": 4,
+            "vocab_size": 1024,
+        },
         "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": -3},
         "training": {"global_batch_size": 8, "seq_length": 256},
     }
@@ -54,14 +59,22 @@ def test_validation_names_field_and_value(api: Api) -> None:
     assert fields["body.cluster.num_gpus"]["value"] == -3
     doc = _is_problem(api.client.get("/v1/plans?page_size=0", headers=api.acme), 422)
     assert doc["errors"][0]["field"] == "query.page_size"
-    doc = _is_problem(api.client.post("/v1/plans", content=b"{not json", headers={
-        **api.acme, "content-type": "application/json"}), 422)
+    doc = _is_problem(
+        api.client.post(
+            "/v1/plans",
+            content=b"{not json",
+            headers={**api.acme, "content-type": "application/json"},
+        ),
+        422,
+    )
 
 
 def test_unknown_profile_id_is_422_naming_it(api: Api) -> None:
-    body = {"model": {"profile_id": "nope"},
-            "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 4},
-            "training": {"global_batch_size": 8, "seq_length": 256}}
+    body = {
+        "model": {"profile_id": "nope"},
+        "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 4},
+        "training": {"global_batch_size": 8, "seq_length": 256},
+    }
     doc = _is_problem(api.client.post("/v1/plans", json=body, headers=api.acme), 422)
     assert doc["errors"][0]["field"] == "body.model.profile_id"
     assert doc["errors"][0]["value"] == "nope"
@@ -70,16 +83,21 @@ def test_unknown_profile_id_is_422_naming_it(api: Api) -> None:
 def test_bodies_over_the_limit_are_413(api: Api) -> None:
     limit = api.app.state.meshplan.settings.max_body_bytes
     big = b'{"x": "' + b"a" * limit + b'"}'
-    doc = _is_problem(api.client.post("/v1/plans", content=big, headers={
-        **api.acme, "content-type": "application/json"}), 413)
+    doc = _is_problem(
+        api.client.post(
+            "/v1/plans", content=big, headers={**api.acme, "content-type": "application/json"}
+        ),
+        413,
+    )
     assert doc["max_bytes"] == limit
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the middleware counts bytes
         for _ in range(limit // 65536 + 2):
             yield b"a" * 65536
 
-    r = api.client.post("/v1/profiles", content=chunks(), headers={
-        **api.acme, "content-type": "application/json"})
+    r = api.client.post(
+        "/v1/profiles", content=chunks(), headers={**api.acme, "content-type": "application/json"}
+    )
     _is_problem(r, 413)
 
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from svc_harness import Api
 from svc_factories import synthetic_rows
+from svc_harness import Api
 
 from api.store.db import session_scope
 from api.store.plans import bulk_insert
@@ -90,11 +90,18 @@ def _expected(rows: list[dict[str, Any]], pred: Any) -> set[str]:
         ({"tp": 2, "pp": 2}, lambda r: r["tp"] == 2 and r["pp"] == 2),
         ({"dp": 4}, lambda r: r["dp"] == 4),
         ({"tag": "team-3"}, lambda r: "team-3" in r["tags"]),
-        ({"gpu": "A100-SXM-80GB", "tag": "team-1", "min_gpus": 64},
-         lambda r: r["gpu"] == "A100-SXM-80GB" and "team-1" in r["tags"] and r["num_gpus"] >= 64),
-        ({"created_after": "2026-01-01T00:05:00Z", "created_before": "2026-01-01T00:10:00Z"},
-         lambda r: datetime(2026, 1, 1, 0, 5, tzinfo=UTC) < r["created_at"]
-         < datetime(2026, 1, 1, 0, 10, tzinfo=UTC)),
+        (
+            {"gpu": "A100-SXM-80GB", "tag": "team-1", "min_gpus": 64},
+            lambda r: r["gpu"] == "A100-SXM-80GB" and "team-1" in r["tags"] and r["num_gpus"] >= 64,
+        ),
+        (
+            {"created_after": "2026-01-01T00:05:00Z", "created_before": "2026-01-01T00:10:00Z"},
+            lambda r: (
+                datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+                < r["created_at"]
+                < datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+            ),
+        ),
     ],
 )
 def test_filters(api: Api, rows: list[dict[str, Any]], params: dict[str, Any], pred: Any) -> None:
@@ -128,7 +135,9 @@ def test_bad_page_tokens(api: Api, rows: list[dict[str, Any]]) -> None:
     assert r.status_code == 422
     assert r.json()["errors"][0]["field"] == "query.page_token"
     token = api.client.get("/v1/plans", params={"page_size": 2}, headers=api.acme).json()[
-        "next_page_token"]
-    r = api.client.get("/v1/plans", params={"page_token": token, "sort": "step_time_s"},
-                       headers=api.acme)
+        "next_page_token"
+    ]
+    r = api.client.get(
+        "/v1/plans", params={"page_token": token, "sort": "step_time_s"}, headers=api.acme
+    )
     assert r.status_code == 422 and "sort" in r.json()["detail"]

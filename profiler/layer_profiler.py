@@ -347,6 +347,7 @@ class _Bar:
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 console=Console(stderr=True),
+                transient=True,
             )
             self._task = self._bar.add_task("profiling", total=total)
 

@@ -1,8 +1,13 @@
 """What each training framework can express (used by the emitters and to narrow the search).
 
 `stage_split`: "any" (explicit boundaries), "first_last" (the first and last stage may differ,
-the middle stages hold equal numbers of decoder layers: Megatron's
---decoder-first/last-pipeline-num-layers), "uniform" (equal decoder layers per stage).
+the middle stages hold equal numbers of decoder layers), "uniform" (equal decoder layers per
+stage). Megatron-LM is "any": --decoder-first/last-pipeline-num-layers and the account-for-
+embedding/loss flags where they fit, else --pipeline-model-parallel-layout (megatron-core >= 0.13).
+
+Not captured here (checked by `planner.launch.unsupported`): torchtitan 0.2.x applies DDP
+(ZeRO-0) only when data parallel is the sole parallelism; Megatron's interleaved schedule needs
+num_microbatches % pp == 0; DeepSpeed's partition reproduces equal decoder (or layer) counts only.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ CAPABILITIES: dict[str, FrameworkCaps] = {
         zero_stages_with_pp=frozenset({0, 1}),
         recompute_modes=frozenset({"none", "selective", "full"}),
         per_layer_recompute=False,
-        stage_split="first_last",
+        stage_split="any",
         max_vpp=64,
     ),
     "torchtitan": FrameworkCaps(

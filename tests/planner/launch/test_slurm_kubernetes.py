@@ -125,7 +125,8 @@ def test_pytorchjob_carries_what_the_training_operator_requires(framework: str) 
         mounts = container["volumeMounts"]
         assert {"name": "meshplan-config", "mountPath": "/etc/meshplan", "readOnly": True} in mounts
         referenced = [w for w in container["command"] if w.startswith("/etc/meshplan/")]
-        assert referenced and all(w.removeprefix("/etc/meshplan/") in cm["data"] for w in referenced)
+        assert referenced
+        assert all(w.removeprefix("/etc/meshplan/") in cm["data"] for w in referenced)
 
 
 def test_elastic_pytorchjob_leaves_rendezvous_to_the_operator() -> None:

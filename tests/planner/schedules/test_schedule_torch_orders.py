@@ -42,10 +42,11 @@ def torch_orders(name: str, pp: int, m: int, vpp: int) -> list[list[str]]:
 CASES = [
     (name, pp, vpp, m)
     for name, vpps in (("interleaved-1f1b", (2, 3)), ("zb-h1", (1, 2, 3)), ("zbv", (2,)))
-    for pp, vpp, m in itertools.product((1, 2, 3, 4, 5, 8), vpps, (1, 2, 3, 4, 6, 8, 9, 12, 16))
+    for pp, vpp, m in itertools.product((1, 2, 3, 4, 8), vpps, (1, 3, 4, 6, 9, 16))
 ]
 
 
+@pytest.mark.slow  # ~45 ms per case, most of it torch building its comm-annotated schedule
 @pytest.mark.parametrize(("name", "pp", "vpp", "m"), CASES)
 def test_order_matches_torch(name: str, pp: int, vpp: int, m: int) -> None:
     try:

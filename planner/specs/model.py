@@ -55,7 +55,7 @@ class ModelArch(Frozen):
         if kv is not None and a % kv:
             raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={a}")
         if self.family == "llama" and self.ffn_hidden_size is None:
-            raise ValueError("ffn_hidden_size is required for family 'llama'")
+            raise ValueError("ffn_hidden_size=None: required for family 'llama'")
         return self
 
     @property

@@ -30,7 +30,11 @@ class ProfileRef(Frozen):
     @model_validator(mode="after")
     def _one(self) -> ProfileRef:
         if (self.profile is None) == (self.profile_id is None):
-            raise ValueError("give exactly one of 'profile' or 'profile_id'")
+            given = "<ModelProfile>" if self.profile is not None else None
+            raise ValueError(
+                f"give exactly one of 'profile' or 'profile_id'; got profile={given}, "
+                f"profile_id={self.profile_id!r}"
+            )
         return self
 
 
@@ -212,8 +216,7 @@ class StageSpec(Frozen):
             raise ValueError(f"layers=[{first}, {end}) must be a non-empty range from 0")
         if self.recompute is not None and len(self.recompute) != end - first:
             raise ValueError(
-                f"recompute has {len(self.recompute)} entries for {end - first} layers "
-                f"[{first}, {end})"
+                f"len(recompute)={len(self.recompute)} for {end - first} layers [{first}, {end})"
             )
         return self
 
@@ -241,13 +244,13 @@ class Candidate(Frozen):
         if self.schedule == "interleaved-1f1b" and self.vpp < 2:
             raise ValueError(f"schedule 'interleaved-1f1b' needs vpp >= 2, got vpp={self.vpp}")
         if self.schedule == "zbv" and self.vpp != 2:
-            raise ValueError(f"schedule 'zbv' needs exactly vpp=2 chunks per rank, got {self.vpp}")
+            raise ValueError(f"schedule 'zbv' needs exactly 2 chunks per rank, got vpp={self.vpp}")
         if self.schedule in ("gpipe", "1f1b", "zb-h1") and self.vpp != 1:
             raise ValueError(
                 f"schedule {self.schedule!r} runs one chunk per rank, got vpp={self.vpp}"
             )
         if self.sequence_parallel and self.tp == 1:
-            raise ValueError("sequence_parallel needs tp > 1")
+            raise ValueError(f"sequence_parallel=True needs tp > 1, got tp={self.tp}")
         if self.zero_stage >= 2 and self.pp > 1:
             raise ValueError(
                 f"zero_stage={self.zero_stage} needs pp=1 (gradients and parameters are "
@@ -256,12 +259,16 @@ class Candidate(Frozen):
         if self.stages is not None:
             n = self.pp * self.vpp
             if len(self.stages) != n:
-                raise ValueError(f"stages has {len(self.stages)} entries, pp*vpp = {n}")
+                raise ValueError(
+                    f"len(stages)={len(self.stages)}, needs pp*vpp = {n} "
+                    f"(pp={self.pp}, vpp={self.vpp})"
+                )
             for i in range(1, n):
                 prev_end, first = self.stages[i - 1].layers[1], self.stages[i].layers[0]
                 if first != prev_end:
                     raise ValueError(
-                        f"stages[{i}] starts at layer {first}, stages[{i - 1}] ends at {prev_end}"
+                        f"stages[{i}].layers[0]={first}, but stages[{i - 1}] ends at layer "
+                        f"{prev_end}"
                     )
             if self.stages[0].layers[0] != 0:
                 raise ValueError(f"stages[0] must start at layer 0, not {self.stages[0].layers[0]}")

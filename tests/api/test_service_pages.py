@@ -128,7 +128,7 @@ def test_plan_page_shows_the_plan(site: tuple[Live, str, str], tmp_path: Path) -
 
 
 def test_history_page_lists_and_filters(site: tuple[Live, str, str], tmp_path: Path) -> None:
-    live, key, pid = site
+    live, key, _pid = site
     page = dump(f"{live.url}/plans?key={key}&tag=browser", tmp_path / "p1")
     text = " ".join(page.parts)
     assert "Plan history" in text and "tiny-gpt" in text and "4 × A100-SXM-80GB" in text

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from typer.testing import CliRunner
 
+from api.app import create_app
+from api.cli import app as cli_app
+from api.settings import Settings
 from planner.specs import ModelProfile
 from profiler.layer_profiler import ProfileOptions, ProfileResult, measure_layer, profile_model
 from profiler.layer_source import Layer, ModelSource
 from profiler.models import build_model, tiny_arch
 from profiler.saved_tensors import count_saved
+from profiler.upload import UploadError, upload_profile
 
 S = 16  # sequence length
 FP32 = 4  # bytes per element
@@ -169,10 +178,6 @@ def test_tp_rank_shapes() -> None:
     assert d2.activation_bytes.full == d1.activation_bytes.full == S * h * FP32
 
 
-class _Chain(nn.Module):
-    pass
-
-
 def _chain_factory(*, seq_length: int) -> nn.Sequential:
     return nn.Sequential(
         nn.Embedding(100, 32), nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 8)
@@ -212,3 +217,70 @@ def test_measure_layer_head_full_keeps_input_and_labels() -> None:
     )
     assert m.cost.activation_bytes.full == 2 * S * 64 * FP32 + 2 * S * 8  # x and int64 labels
     assert m.cost.output_bytes == FP32  # the scalar loss
+
+
+TINY_GPT = "gpt:num_layers=2,hidden_size=64,num_attention_heads=4,vocab_size=128"
+
+
+def test_cli_profile_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    args = ["profile", "--model", TINY_GPT, "--seq-length", "16", "--micro-batch-sizes", "1,2"]
+    args += ["--tp", "1,2", "--repeats", "2", "--warmup", "0", "--device", "cpu"]
+    result = CliRunner().invoke(cli_app, [*args, "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    prof = ModelProfile.model_validate(doc["profile"])
+    assert prof == ModelProfile.model_validate_json(out.read_text())
+    assert doc["profile_id"] is None
+    assert prof.source == "measured" and prof.dtype == "fp32"
+    assert {(p.micro_batch_size, p.tp) for p in prof.points} == {(1, 1), (2, 1), (1, 2), (2, 2)}
+    assert [r.kind for r in prof.layers] == ["embedding", "decoder", "decoder", "head"]
+    assert prof.arch is not None and prof.arch.num_layers == 2
+    # the human-readable form prints one row per kind and point
+    text = CliRunner().invoke(cli_app, [*args, "--no-progress"])
+    assert text.exit_code == 0, text.output
+    assert sum(" decoder " in line for line in text.output.splitlines()) == 4
+
+
+def test_cli_profile_reports_bad_model_fields() -> None:
+    result = CliRunner().invoke(
+        cli_app,
+        ["profile", "--model", "gpt:num_layers=2,hidden_size=60,num_attention_heads=8,"
+         "vocab_size=128", "--seq-length", "8", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "num_attention_heads=8 must divide hidden_size=60" in result.output
+    result = CliRunner().invoke(cli_app, ["profile", "--model", "bert:x=1", "--seq-length", "8"])
+    assert result.exit_code == 2
+    assert "expected gpt:" in result.output
+
+
+ADMIN_KEY = "profiler-test-admin-key-0123456789"
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'svc.db'}",
+        bootstrap_admin_key=ADMIN_KEY,
+        solver_workers=1,
+        max_time_limit_s=20.0,
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_upload_to_the_service_and_read_back(
+    service: TestClient, gpt_result: ProfileResult
+) -> None:
+    prof = gpt_result.profile
+    up = upload_profile(prof, url=str(service.base_url), api_key=ADMIN_KEY, client=service)
+    assert up.status_code == 201 and up.profile_id
+    got = service.get(
+        f"/v1/profiles/{up.profile_id}", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    )
+    assert got.status_code == 200
+    assert ModelProfile.model_validate(got.json()["profile"]) == prof
+    with pytest.raises(UploadError) as info:
+        upload_profile(prof, url=str(service.base_url), api_key="wrong-key", client=service)
+    assert info.value.status_code == 401

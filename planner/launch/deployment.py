@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from planner.specs.base import Frozen
 
@@ -67,6 +67,15 @@ class Deployment(Frozen):
     deepspeed_layer_class: str = Field(
         default="DecoderLayer", description="class name of the decoder block (DeepSpeed partition)"
     )
+
+    @model_validator(mode="after")
+    def _one_entry(self) -> Deployment:
+        if self.entry_module is not None and self.entry_script is not None:
+            raise ValueError(
+                f"give entry_module={self.entry_module!r} or entry_script="
+                f"{self.entry_script!r}, not both"
+            )
+        return self
 
     @field_validator("env")
     @classmethod

@@ -42,9 +42,20 @@ def _group_in_node(cluster: ClusterSpec, span: int) -> bool:
     return cluster.num_gpus <= g or (span <= g and g % span == 0)
 
 
+def _spanning_link(cluster: ClusterSpec, members_per_node: int) -> Link:
+    """A group that spans nodes with `members_per_node` members in each: one NCCL ring per NIC,
+    so k members' NICs carry k rings: k x the per-GPU inter-node bandwidth, at most NVLink's."""
+    k = max(1, members_per_node)
+    inter = inter_link(cluster)
+    bandwidth = min(intra_link(cluster).bytes_per_s, k * inter.bytes_per_s)
+    return Link("inter-node", bandwidth, inter.latency_s)
+
+
 def tp_link(cluster: ClusterSpec, *, tp: int) -> Link:
-    """The TP group is tp consecutive ranks."""
-    return intra_link(cluster) if _group_in_node(cluster, tp) else inter_link(cluster)
+    """The TP group is tp consecutive ranks (across nodes only with constraints.tp_across_nodes)."""
+    if _group_in_node(cluster, tp):
+        return intra_link(cluster)
+    return _spanning_link(cluster, min(tp, cluster.gpus_per_node))
 
 
 def dp_link(cluster: ClusterSpec, *, tp: int, dp: int) -> Link:
@@ -58,10 +69,7 @@ def dp_link(cluster: ClusterSpec, *, tp: int, dp: int) -> Link:
     """
     if _group_in_node(cluster, tp * dp):
         return intra_link(cluster)
-    k = max(1, min(dp, cluster.gpus_per_node // tp))
-    inter = inter_link(cluster)
-    bandwidth = min(intra_link(cluster).bytes_per_s, k * inter.bytes_per_s)
-    return Link("inter-node", bandwidth, inter.latency_s)
+    return _spanning_link(cluster, min(dp, cluster.gpus_per_node // tp))
 
 
 def pp_link(cluster: ClusterSpec, *, tp: int, dp: int, pp: int) -> Link:

@@ -180,3 +180,37 @@ def test_memory_cap_and_reserve_from_request() -> None:
     assert p.ranks[0].memory.reserve_bytes == 2 * GIB
     assert not p.feasible
     assert p.margin_bytes < 0
+
+
+def test_llama_gqa_on_h100() -> None:
+    req = PlanRequest.model_validate(
+        {
+            "model": {
+                "family": "llama",
+                "num_layers": 32,
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_kv_heads": 8,
+                "ffn_hidden_size": 14336,
+                "vocab_size": 128256,
+            },
+            "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 16},
+            "training": {"global_batch_size": 128, "seq_length": 8192},
+        }
+    )
+    cand = Candidate(
+        tp=8, pp=2, dp=1, schedule="zbv", vpp=2, sequence_parallel=True, recompute="selective"
+    )
+    inputs = partition_inputs(req, cand)
+    assert len(inputs.fw_s) == len(inputs.static_bytes) == 34
+    assert inputs.stage_rank == (0, 1, 1, 0)
+    p = evaluate(req, cand)
+    assert p.feasible
+    # untied: embedding and head each keep their own V*h/t weights, both on rank 0 under zbv
+    assert p.ranks[0].memory.params_bytes > p.ranks[1].memory.params_bytes
+    # llama's fused attention: selective recompute saves nothing and costs nothing
+    assert p.hardware_tflops_per_gpu == pytest.approx(p.model_tflops_per_gpu)
+    assert 0.2 < p.mfu < 0.7
+    with pytest.raises(SpecError) as info:
+        evaluate(req, Candidate(tp=16, pp=1, dp=1))
+    assert info.value.field == "candidate.tp"

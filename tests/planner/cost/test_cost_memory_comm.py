@@ -52,6 +52,9 @@ def test_links_follow_megatron_rank_order() -> None:
     # a DP group inside one node runs on NVLink
     assert dp_link(CLUSTER, tp=2, dp=4).name == "intra-node"
     assert pp_link(CLUSTER, tp=8, dp=1, pp=8).name == "inter-node"
+    # a 16-wide TP group (when allowed) spans two nodes with 8 rings over 8 NICs
+    assert tp_link(CLUSTER, tp=16).bytes_per_s == 200e9
+    assert tp_link(CLUSTER, tp=16).name == "inter-node"
     one_node = ClusterSpec(gpu="A100-SXM-80GB", num_gpus=8)
     assert pp_link(one_node, tp=1, dp=2, pp=4).name == "intra-node"
 

@@ -44,7 +44,7 @@ def check_generate_args(name: str, *, pp: int, vpp: int, num_microbatches: int) 
     _check(name, pp, vpp, num_microbatches)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=128)
 def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
     _check(name, pp, vpp, m)
     if name == "gpipe":

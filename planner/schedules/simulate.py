@@ -18,11 +18,11 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from planner.errors import SpecError
+from planner.errors import DeadlockError, SpecError
 from planner.schedules.inflight import peak_inflight
 from planner.schedules.ir import Action, Schedule
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
-from planner.schedules.validate import KIND_INDEX, execution_order
+from planner.schedules.validate import KIND_INDEX, execution_order, format_grid, validate
 
 __all__ = ["simulate"]
 
@@ -31,8 +31,8 @@ __all__ = ["simulate"]
 class _Compiled:
     actions: tuple[Action, ...]  # topological order
     # One row per action in topological order: (rank, duration slot, dep, lag slot, dep, lag slot).
-    # Duration slot = kind * num_stages + stage; a missing dependency points at the sentinel
-    # end-time slot len(actions) (always 0.0); lag slot 0 is "no p2p", boundary i is slot i + 1.
+    # Duration slot = kind * num_stages + stage; a missing dependency is -1, which reads the
+    # sentinel end-time slot at the end (always 0.0); lag slot 0 is "no p2p", boundary i is i + 1.
     ops: tuple[tuple[int, int, int, int, int, int], ...]
     rank_positions: tuple[tuple[int, ...], ...]  # per rank, topological positions in rank order
     peak_inflight: tuple[int, ...]
@@ -44,30 +44,78 @@ _CACHE: dict[int, _Compiled] = {}
 def _compile(schedule: Schedule) -> _Compiled:
     key = id(schedule)
     hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    order = execution_order(schedule)  # raises DeadlockError
-    position = {cell: i for i, cell in enumerate(order.cells)}
-    n = len(order.cells)
-    stages = schedule.num_stages
+    if hit is None:
+        hit = _build(schedule)
+        _CACHE[key] = hit
+        weakref.finalize(schedule, _CACHE.pop, key, None)
+    return hit
+
+
+def _build(schedule: Schedule) -> _Compiled:
+    """Topological order and flat tables, on integer keys (stage * 4 + kind) * m + micro-batch.
+
+    The dependency rule is the one `validate.execution_order` documents; that (slower, more
+    descriptive) function is only called here to explain a deadlock or a malformed schedule.
+    """
+    stages, m, pp = schedule.num_stages, schedule.num_microbatches, schedule.pp
+    rank_of = [schedule.rank_of(s) for s in range(stages)]
+    size = stages * 4 * m
+    present = bytearray(size)
+    keyed: list[list[int]] = []
+    for rank, order in enumerate(schedule.orders):
+        keys = []
+        for a in order:
+            if not (0 <= a.stage < stages and 0 <= a.microbatch < m) or rank_of[a.stage] != rank:
+                validate(schedule)  # raises ScheduleError with the marked grid
+            k = (a.stage * 4 + KIND_INDEX[a.kind]) * m + a.microbatch
+            present[k] = 1
+            keys.append(k)
+        keyed.append(keys)
+    position = [-1] * size  # topological position of each scheduled action
     actions: list[Action] = []
     ops: list[tuple[int, int, int, int, int, int]] = []
-    for cell in order.cells:
-        rank, step = cell
-        a = schedule.orders[rank][step]
-        actions.append(a)
-        deps = [(position[d.cell], d.boundary + 1) for d in order.deps[cell]]
-        deps += [(n, 0)] * (2 - len(deps))
-        (d1, l1), (d2, l2) = deps
-        ops.append((rank, KIND_INDEX[a.kind] * stages + a.stage, d1, l1, d2, l2))
-    rank_positions = tuple(
-        tuple(position[(rank, step)] for step in range(len(o)))
-        for rank, o in enumerate(schedule.orders)
-    )
-    compiled = _Compiled(tuple(actions), tuple(ops), rank_positions, peak_inflight(schedule))
-    _CACHE[key] = compiled
-    weakref.finalize(schedule, _CACHE.pop, key, None)
-    return compiled
+    pointer = [0] * pp
+    waiting: dict[int, list[int]] = {}
+    queue = list(range(pp))
+    last = stages - 1
+    while queue:
+        rank = queue.pop()
+        keys = keyed[rank]
+        while pointer[rank] < len(keys):
+            k = keys[pointer[rank]]
+            stage, mb = divmod(k, m)
+            stage, kind = divmod(stage, 4)
+            d1 = d2 = -1  # key of each dependency
+            l1 = l2 = 0  # lag slot: boundary + 1, 0 for none
+            if kind == 0:
+                if stage > 0:
+                    d1 = ((stage - 1) * 4) * m + mb
+                    l1 = stage if rank_of[stage - 1] != rank else 0
+            elif kind == 3:
+                d1 = (stage * 4 + 2) * m + mb
+            else:
+                d1 = (stage * 4) * m + mb
+                if stage < last:
+                    d2 = ((stage + 1) * 4 + 2) * m + mb
+                    if not present[d2]:
+                        d2 -= m  # the next stage runs a full B, not I
+                    l2 = stage + 1 if rank_of[stage + 1] != rank else 0
+            blocked = next((d for d in (d1, d2) if d >= 0 and position[d] < 0), None)
+            if blocked is not None:
+                waiting.setdefault(blocked, []).append(rank)
+                break
+            position[k] = len(ops)
+            actions.append(schedule.orders[rank][pointer[rank]])
+            p1 = position[d1] if d1 >= 0 else -1  # -1 reads the sentinel end slot (0.0)
+            p2 = position[d2] if d2 >= 0 else -1
+            ops.append((rank, kind * stages + stage, p1, l1, p2, l2))
+            queue.extend(waiting.pop(k, ()))
+            pointer[rank] += 1
+    if any(pointer[r] < len(keyed[r]) for r in range(pp)):
+        execution_order(schedule)  # raises DeadlockError: who waits for what, and the grid
+        raise DeadlockError(f"schedule cannot complete:\n{format_grid(schedule)}")
+    rank_positions = tuple(tuple(position[k] for k in keys) for keys in keyed)
+    return _Compiled(tuple(actions), tuple(ops), rank_positions, peak_inflight(schedule))
 
 
 def _tables(durations: StageDurations, stages: int) -> tuple[list[float], list[float]]:

@@ -137,3 +137,12 @@ def test_simulator_reports_deadlock_readably() -> None:
     assert "deadlocks" in message
     assert "rank 0 step 1: 0B0 waits for 1B0 (rank 1 step 2, not yet run)" in message
     assert "rank 1 step 1: 1F1 waits for 0F1 (rank 0 step 2, not yet run)" in message
+
+
+def test_simulator_rejects_misplaced_and_missing_actions() -> None:
+    base = generate("gpipe", pp=2, vpp=1, num_microbatches=1)
+    durations = StageDurations((1.0, 1.0), (1.0, 1.0), (0.0, 0.0), (0.0,))
+    with pytest.raises(ScheduleError, match="stage 1 belongs to rank 1"):
+        simulate(with_orders(base, [["0F0", "1F0", "0B0"], ["1B0"]]), durations)
+    with pytest.raises(DeadlockError, match="0B0 waits for 1B0, which is not in the schedule"):
+        simulate(with_orders(base, [["0F0", "0B0"], ["1F0"]]), durations)

@@ -122,7 +122,7 @@ def run(opts: RunOptions) -> int:
     manual_dp = plan.dp > 1 and plan.zero_stage == 0 and not ddp
 
     timer = BusyTimer(rm.device)
-    meter = SavedBytesMeter(params)
+    meter = SavedBytesMeter([*params, *(b for m in modules for b in m.buffers())])
     for stage, index in zip(stages, local_ids, strict=True):
         _instrument(stage, index, timer, meter)
     schedule = build_schedule(plan.schedule, stages, num_microbatches=plan.num_microbatches)

@@ -9,12 +9,12 @@ inside the step); on CPU it uses `time.perf_counter`. DDP's gradient all-reduce 
 the last backward call and so counts as busy.
 
 Saved-activation bytes: each stage's forward runs under `torch.autograd.graph.saved_tensors_hooks`
-whose pack hook records every tensor autograd saves for backward, except parameters (they are
-counted as parameters). A tensor's bytes are counted once per storage however many times it is
-saved, and released when autograd frees the last saved reference (after the backward, or the
-weight-gradient step of a split backward). The meter keeps the running sum per stage and per
-rank, and their peaks. Full recompute saves only the block's input; selective saves all but
-the attention core's internals.
+whose pack hook records every tensor autograd saves for backward, except parameters and buffers
+(model state; `profiler.saved_tensors` counts the same way). A tensor's bytes are counted once
+per storage however many times it is saved, and released when autograd frees the last saved
+reference (after the backward, or the weight-gradient step of a split backward). The meter
+keeps the running sum per stage and per rank, and their peaks. Full recompute saves only the
+block's input; selective saves all but the attention core's internals.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ class _Packed:
 class SavedBytesMeter:
     """Live and peak bytes of tensors saved for backward, per stage and for the whole rank."""
 
-    def __init__(self, params: list[nn.Parameter]) -> None:
-        self._param_storages = {_storage_key(p) for p in params}
+    def __init__(self, state: list[torch.Tensor]) -> None:
+        """`state`: parameters and buffers; tensors on their storages are not activations."""
+        self._param_storages = {_storage_key(t) for t in state}
         self._refs: dict[tuple[int, int], int] = {}  # (stage, storage) -> saved references
         self.live_bytes: dict[int, int] = {}
         self.peak_bytes: dict[int, int] = {}

@@ -1,0 +1,345 @@
+"""Fidelity on CPU: profile a small GPT, plan it for 2 and 4 ranks, run each plan with torchrun
+(gloo) and print predicted against measured step time, bubble fraction and per-stage memory.
+
+    python bench/fidelity_cpu.py [--json] [--repeats R] [--steps K] [--quick]
+
+Method (docs/runner.md, "Fidelity"):
+1. `profiler.layer_profiler.profile_model` measures the model's layer kinds on this CPU, in
+   fp32, single-threaded (`torch.set_num_threads(1)`), because every runner process runs with
+   OMP_NUM_THREADS=1: 2 ranks use this machine's 2 cores, 4 ranks oversubscribe them 2:1.
+2. The measured profile goes into a PlanRequest for the "CPU" stand-in GPU (no memory reserve);
+   each configuration is planned with the cost model (`planner.cost.evaluate` on a fixed
+   candidate; the stage split is the cost model's balanced one) -- and, when
+   `planner.search.search` exists, the search's own best plan for each rank count too.
+3. Each plan runs `--repeats` times under torchrun (`profiler.run_plan`, K measured steps
+   after warm-up); the table gives the median over repeats and the spread (max - min) / median
+   of the repeats' step times: that spread is this machine's noise.
+Errors are signed and relative: (measured - predicted) / predicted. `memory_error` is that of the
+stage with the largest |error| in saved-activation bytes (the profile's unit, the goal of 5 %);
+`peak_memory_error` compares a rank's measured params + grads + optimizer + peak activations
+with the prediction's total. `bubble_error` is measured - predicted bubble fraction (absolute:
+both are fractions of the step).
+
+With 4 ranks on 2 cores the runner's processes share cores: each rank's compute is slower than
+the single-threaded profile by up to 2x whenever two ranks compute at once. The prediction does
+not know that; the 4-rank rows measure how far that drags step time (reported, not hidden).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner.plan import Plan  # noqa: E402
+from planner.runreport import RunReport  # noqa: E402
+from planner.specs.cluster import ClusterSpec  # noqa: E402
+from planner.specs.model import ModelArch, ModelProfile  # noqa: E402
+from planner.specs.request import (  # noqa: E402
+    Candidate,
+    Constraints,
+    PlanRequest,
+    ProfileRef,
+)
+from planner.specs.training import TrainingSpec  # noqa: E402
+from profiler.layer_profiler import ProfileOptions, profile_model  # noqa: E402
+from profiler.layer_source import ModelSource  # noqa: E402
+from profiler.runner.plans import fixed_plan  # noqa: E402
+
+ARCH = ModelArch(
+    family="gpt",
+    name="bench-gpt",
+    num_layers=8,
+    hidden_size=128,
+    num_attention_heads=4,
+    vocab_size=512,
+)
+SEQ = 128
+MBS = 2
+
+
+@dataclass(frozen=True)
+class Config:
+    label: str
+    candidate: Candidate
+    microbatches: int
+
+
+CONFIGS = (
+    Config("2 ranks: pp2 1f1b", Candidate(pp=2, schedule="1f1b", micro_batch_size=MBS), 8),
+    Config("2 ranks: pp2 gpipe", Candidate(pp=2, schedule="gpipe", micro_batch_size=MBS), 4),
+    Config(
+        "2 ranks: pp2 1f1b full recompute",
+        Candidate(pp=2, schedule="1f1b", micro_batch_size=MBS, recompute="full"),
+        8,
+    ),
+    Config(
+        "2 ranks: pp2 interleaved vpp2",
+        Candidate(pp=2, vpp=2, schedule="interleaved-1f1b", micro_batch_size=MBS),
+        8,
+    ),
+    Config("4 ranks: pp4 1f1b", Candidate(pp=4, schedule="1f1b", micro_batch_size=MBS), 8),
+    Config(
+        "4 ranks: pp2 dp2 1f1b", Candidate(pp=2, dp=2, schedule="1f1b", micro_batch_size=MBS), 4
+    ),
+)
+
+
+@dataclass(frozen=True)
+class StageRow:
+    stage: int
+    rank: int
+    predicted_busy_s: float  # the stage's rank, per step (simulator)
+    measured_busy_s: float
+    busy_error: float
+    predicted_activation_bytes: float
+    measured_activation_bytes: float
+    activation_error: float
+    predicted_peak_bytes: float
+    measured_peak_bytes: float
+    peak_error: float
+
+
+@dataclass(frozen=True)
+class RunRow:
+    label: str
+    ranks: int
+    schedule: str
+    pp: int
+    dp: int
+    tp: int
+    vpp: int
+    microbatches: int
+    predicted_step_time_s: float
+    measured_step_time_s: float
+    step_time_error: float
+    step_time_spread: float  # (max - min) / median over repeats
+    repeat_step_times_s: list[float]
+    predicted_bubble: float
+    measured_bubble: float
+    bubble_error: float
+    memory_error: float
+    worst_stage: int
+    peak_memory_error: float
+    load_average: list[float]  # 1-minute load average before each repeat (2 cores)
+    stages: list[StageRow]
+
+
+def profile(repeats: int) -> ModelProfile:
+    torch.set_num_threads(1)
+    source = ModelSource(name=ARCH.display_name, seq_length=SEQ, arch=ARCH)
+    options = ProfileOptions(
+        micro_batch_sizes=(MBS,), dtype=torch.float32, device="cpu", repeats=repeats, warmup=3
+    )
+    return profile_model(source, options).profile
+
+
+def request_for(prof: ModelProfile, ranks: int, global_batch: int) -> PlanRequest:
+    return PlanRequest(
+        model=ProfileRef(profile=prof),
+        cluster=ClusterSpec(gpu="CPU", num_gpus=ranks, gpus_per_node=ranks),
+        training=TrainingSpec(global_batch_size=global_batch, seq_length=SEQ, dtype="fp32"),
+        constraints=Constraints(memory_reserve_gib=0.0),
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def run_plan(plan: Plan, workdir: Path, *, steps: int, warmup: int) -> RunReport:
+    plan_path = workdir / "plan.json"
+    report_path = workdir / "report.json"
+    plan_path.write_text(plan.model_dump_json())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC"))}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(plan.num_gpus),
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+        "-m", "profiler.run_plan", "--plan", str(plan_path), "--steps", str(steps),
+        "--warmup", str(warmup), "--report", str(report_path), "--quiet",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"runner failed:\n{proc.stderr[-4000:]}")
+    return RunReport.model_validate_json(report_path.read_text())
+
+
+def _rel(measured: float, predicted: float) -> float:
+    return (measured - predicted) / predicted if predicted else float("nan")
+
+
+def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]) -> RunRow:
+    pred = plan.prediction
+    rank_busy = {r.rank: r.busy_s for r in pred.ranks}
+    steps = [r.step_time_s for r in reports]
+    step = statistics.median(steps)
+    bubble = statistics.median(r.bubble_fraction for r in reports)
+    rank_total = {r.rank: r.total_bytes for r in pred.ranks}
+    rows: list[StageRow] = []
+    for sp in pred.stages:
+        act = statistics.median(r.stages[sp.stage].activation_bytes for r in reports)
+        peak = statistics.median(r.stages[sp.stage].peak_memory_bytes for r in reports)
+        busy = statistics.median(r.stages[sp.stage].busy_s for r in reports)
+        rows.append(
+            StageRow(
+                stage=sp.stage,
+                rank=sp.rank,
+                predicted_busy_s=rank_busy[sp.rank],
+                measured_busy_s=busy,
+                busy_error=_rel(busy, rank_busy[sp.rank]),
+                predicted_activation_bytes=sp.activation_bytes,
+                measured_activation_bytes=act,
+                activation_error=_rel(act, sp.activation_bytes),
+                predicted_peak_bytes=rank_total[sp.rank],
+                measured_peak_bytes=peak,
+                peak_error=_rel(peak, rank_total[sp.rank]),
+            )
+        )
+    worst = max(rows, key=lambda r: abs(r.activation_error))
+    worst_peak = max(rows, key=lambda r: abs(r.peak_error))
+    return RunRow(
+        label=label,
+        ranks=plan.num_gpus,
+        schedule=plan.schedule,
+        pp=plan.pp,
+        dp=plan.dp,
+        tp=plan.tp,
+        vpp=plan.vpp,
+        microbatches=plan.num_microbatches,
+        predicted_step_time_s=pred.step_time_s,
+        measured_step_time_s=step,
+        step_time_error=_rel(step, pred.step_time_s),
+        step_time_spread=(max(steps) - min(steps)) / step,
+        repeat_step_times_s=steps,
+        predicted_bubble=pred.bubble_fraction,
+        measured_bubble=bubble,
+        bubble_error=bubble - pred.bubble_fraction,
+        memory_error=worst.activation_error,
+        worst_stage=worst.stage,
+        peak_memory_error=worst_peak.peak_error,
+        load_average=loads,
+        stages=rows,
+    )
+
+
+def plans(prof: ModelProfile, configs: tuple[Config, ...]) -> list[tuple[str, Plan]]:
+    out: list[tuple[str, Plan]] = []
+    for cfg in configs:
+        c = cfg.candidate
+        gb = c.dp * c.micro_batch_size * cfg.microbatches
+        out.append((cfg.label, fixed_plan(request_for(prof, c.tp * c.pp * c.dp, gb), c)))
+    return out
+
+
+def searched_plans(prof: ModelProfile) -> list[tuple[str, Plan]]:
+    """The search's best plan for 2 and 4 ranks, when planner.search.search exists."""
+    try:
+        from planner.search import search  # type: ignore[attr-defined]
+    except ImportError:
+        return []
+    out: list[tuple[str, Plan]] = []
+    for ranks in (2, 4):
+        req = request_for(prof, ranks, 16).model_copy(
+            update={
+                "constraints": Constraints(
+                    memory_reserve_gib=0.0, tp=(1,), micro_batch_sizes=(MBS,), zero_stages=(0,)
+                )
+            }
+        )
+        result = search(req)
+        out.append((f"{ranks} ranks: searched", result.plan))
+    return out
+
+
+def _mib(x: float) -> str:
+    return f"{x / 2**20:7.2f}"
+
+
+def print_table(rows: list[RunRow]) -> None:
+    for r in rows:
+        print(f"\n{r.label}  ({r.schedule}, pp={r.pp} dp={r.dp} vpp={r.vpp}, m={r.microbatches})")
+        print(
+            f"  step time  predicted {r.predicted_step_time_s * 1e3:8.1f} ms  measured "
+            f"{r.measured_step_time_s * 1e3:8.1f} ms  error {r.step_time_error:+7.1%}  "
+            f"(spread over repeats {r.step_time_spread:.1%}: "
+            + ", ".join(f"{t * 1e3:.0f}" for t in r.repeat_step_times_s)
+            + f" ms; load average {', '.join(str(x) for x in r.load_average)})"
+        )
+        print(
+            f"  bubble     predicted {r.predicted_bubble:8.3f}     measured "
+            f"{r.measured_bubble:8.3f}     error {r.bubble_error:+7.3f}"
+        )
+        print(
+            "  stage rank  busy pred ms  busy meas ms   error  act pred MiB  act meas MiB   error"
+            "   peak pred MiB  peak meas MiB  error"
+        )
+        for s in r.stages:
+            print(
+                f"  {s.stage:5d} {s.rank:4d}  {s.predicted_busy_s * 1e3:12.1f} "
+                f"{s.measured_busy_s * 1e3:13.1f} {s.busy_error:+7.1%} "
+                f"{_mib(s.predicted_activation_bytes):>13s} "
+                f"{_mib(s.measured_activation_bytes):>13s} {s.activation_error:+7.1%} "
+                f"{_mib(s.predicted_peak_bytes):>15s} {_mib(s.measured_peak_bytes):>14s} "
+                f"{s.peak_error:+7.1%}"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true", help="print the runs as a JSON list")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each plan (default 3)")
+    p.add_argument("--steps", type=int, default=6, help="measured steps per run (default 6)")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up steps per run (default 2)")
+    p.add_argument("--quick", action="store_true", help="one 2-rank and one 4-rank config")
+    a = p.parse_args(argv)
+    prof = profile(repeats=10)
+    configs = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
+    todo = plans(prof, configs) + searched_plans(prof)
+    rows: list[RunRow] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (label, plan) in enumerate(todo):
+            reports = []
+            loads: list[float] = []
+            for k in range(a.repeats):
+                loads.append(round(os.getloadavg()[0], 2))
+                work = Path(tmp) / f"run{i}_{k}"
+                work.mkdir()
+                reports.append(run_plan(plan, work, steps=a.steps, warmup=a.warmup))
+            rows.append(compare(label, plan, reports, loads))
+            if not a.json:
+                print_table(rows[-1:])
+                sys.stdout.flush()
+    if a.json:
+        print(json.dumps([asdict(r) for r in rows], indent=2))
+    else:
+        _summary(rows)
+    return 0
+
+
+def _summary(rows: list[RunRow]) -> None:
+    print("\nsummary: label, step error, spread, bubble error, worst activation error")
+    for r in rows:
+        print(
+            f"  {r.label:36s} {r.step_time_error:+7.1%}  ±{r.step_time_spread:5.1%}  "
+            f"{r.bubble_error:+6.3f}  {r.memory_error:+6.1%} (stage {r.worst_stage})"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

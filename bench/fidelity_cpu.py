@@ -2,6 +2,7 @@
 (gloo) and print predicted against measured step time, bubble fraction and per-stage memory.
 
     python bench/fidelity_cpu.py [--json] [--repeats R] [--steps K] [--quick]
+        [--profile FILE | --save-profile FILE]
 
 Method (docs/runner.md, "Fidelity"):
 1. `profiler.layer_profiler.profile_model` measures the model's layer kinds on this CPU, in
@@ -137,20 +138,40 @@ class RunRow:
     stages: list[StageRow]
 
 
-def profile(repeats: int) -> ModelProfile:
-    torch.set_num_threads(1)
-    source = ModelSource(name=ARCH.display_name, seq_length=SEQ, arch=ARCH)
+def profile(
+    repeats: int,
+    *,
+    arch: ModelArch = ARCH,
+    seq_length: int = SEQ,
+    micro_batch_size: int = MBS,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> ModelProfile:
+    """The measured profile (CPU: single-threaded, as every runner process runs)."""
+    if device == "cpu":
+        torch.set_num_threads(1)
+    source = ModelSource(name=arch.display_name, seq_length=seq_length, arch=arch)
     options = ProfileOptions(
-        micro_batch_sizes=(MBS,), dtype=torch.float32, device="cpu", repeats=repeats, warmup=3
+        micro_batch_sizes=(micro_batch_size,),
+        dtype=dtype,
+        device=device,
+        repeats=repeats,
+        warmup=3,
     )
     return profile_model(source, options).profile
 
 
-def request_for(prof: ModelProfile, ranks: int, global_batch: int) -> PlanRequest:
+def request_for(
+    prof: ModelProfile, ranks: int, global_batch: int, *, gpu: str = "CPU"
+) -> PlanRequest:
     return PlanRequest(
         model=ProfileRef(profile=prof),
-        cluster=ClusterSpec(gpu="CPU", num_gpus=ranks, gpus_per_node=ranks),
-        training=TrainingSpec(global_batch_size=global_batch, seq_length=SEQ, dtype="fp32"),
+        cluster=ClusterSpec(
+            gpu=gpu, num_gpus=ranks, gpus_per_node=max(ranks, 8 if gpu != "CPU" else ranks)
+        ),
+        training=TrainingSpec(
+            global_batch_size=global_batch, seq_length=prof.seq_length, dtype=prof.dtype
+        ),
         constraints=Constraints(memory_reserve_gib=0.0),
     )
 
@@ -162,7 +183,9 @@ def _free_port() -> int:
         return port
 
 
-def run_plan(plan: Plan, workdir: Path, *, steps: int, warmup: int) -> RunReport:
+def run_plan(
+    plan: Plan, workdir: Path, *, steps: int, warmup: int, extra: tuple[str, ...] = ()
+) -> RunReport:
     plan_path = workdir / "plan.json"
     report_path = workdir / "report.json"
     plan_path.write_text(plan.model_dump_json())
@@ -172,7 +195,7 @@ def run_plan(plan: Plan, workdir: Path, *, steps: int, warmup: int) -> RunReport
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(plan.num_gpus),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
         "-m", "profiler.run_plan", "--plan", str(plan_path), "--steps", str(steps),
-        "--warmup", str(warmup), "--report", str(report_path), "--quiet",
+        "--warmup", str(warmup), "--report", str(report_path), "--quiet", *extra,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
@@ -307,8 +330,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=6, help="measured steps per run (default 6)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps per run (default 2)")
     p.add_argument("--quick", action="store_true", help="one 2-rank and one 4-rank config")
+    p.add_argument("--profile", type=Path, default=None, help="use this ModelProfile JSON")
+    p.add_argument("--save-profile", type=Path, default=None, help="write the profile here")
     a = p.parse_args(argv)
-    prof = profile(repeats=10)
+    if a.profile is not None:
+        prof = ModelProfile.model_validate_json(a.profile.read_text())
+    else:
+        prof = profile(repeats=10)
+    if a.save_profile is not None:
+        a.save_profile.write_text(prof.model_dump_json(indent=1))
     configs = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
     todo = plans(prof, configs) + searched_plans(prof)
     rows: list[RunRow] = []

@@ -21,6 +21,7 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.catalog.models import HEAD
@@ -36,7 +37,7 @@ from planner.cost.memory import (
 from planner.cost.partition import ModeTriple, PartitionInputs
 from planner.cost.source import CostSource, resolve_costs
 from planner.schedules import generate, peak_inflight, stage_to_rank
-from planner.specs.base import RECOMPUTE_MODES
+from planner.specs.base import RECOMPUTE_MODES, ScheduleName
 from planner.specs.model import LayerCost
 from planner.specs.request import Candidate, PlanRequest
 
@@ -52,6 +53,12 @@ class LayerTerms:
     optimizer_s: tuple[float, ...]
     buffers_bytes: float
     reserve_bytes: float
+
+
+@lru_cache(maxsize=4096)
+def _inflight(schedule: ScheduleName, pp: int, vpp: int, m: int) -> tuple[int, ...]:
+    """Peak in-flight micro-batches per stage; depends only on the schedule's order (cached)."""
+    return peak_inflight(generate(schedule, pp=pp, vpp=vpp, num_microbatches=m))
 
 
 def build_inputs(
@@ -70,7 +77,7 @@ def build_inputs(
     costs = src.layer_costs(micro_batch_size=c.micro_batch_size, tp=tp, sequence_parallel=sp)
     n = len(costs)
     stage_rank = tuple(stage_to_rank(s, pp=pp, schedule=c.schedule) for s in range(c.num_stages))
-    inflight = peak_inflight(generate(c.schedule, pp=pp, vpp=c.vpp, num_microbatches=m))
+    inflight = _inflight(c.schedule, pp, c.vpp, m)
 
     tlink = tp_link(cluster, tp=tp)
     plink = pp_link(cluster, tp=tp, dp=dp, pp=pp)

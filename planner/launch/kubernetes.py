@@ -159,7 +159,10 @@ def _trainjob(
 
 
 class _Dumper(yaml.SafeDumper):
-    """Safe YAML with multi-line strings (config files) as literal blocks."""
+    """Safe YAML with multi-line strings (config files) as literal blocks, and no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:

@@ -55,7 +55,10 @@ def render_slurm(plan: Plan, dep: Deployment, trainer: Trainer, header: str) -> 
     if dep.image:
         srun += [
             f"--container-image={dep.image}",
-            f"--container-workdir={workdir(dep, container=True)}",
+            "--container-mounts",
+            '"$PWD:$PWD"',
+            "--container-workdir",
+            '"$PWD"',
         ]
     words = [*srun, "torchrun", *opts, *trainer.argv]
     lines = [
@@ -76,6 +79,9 @@ def render_slurm(plan: Plan, dep: Deployment, trainer: Trainer, header: str) -> 
     ]
     notes = [*trainer.notes, f"submit with `sbatch {SCRIPT}` from {wd} (config files there too)"]
     if dep.image:
-        notes.append("the container runs through pyxis/enroot (srun --container-image)")
+        notes.append(
+            "the container runs through pyxis/enroot (srun --container-image), with the "
+            "working directory mounted at the same path"
+        )
     files = (LaunchFile(name=SCRIPT, content="\n".join(lines), mode=0o755), *trainer.files)
     return LaunchBundle(files=files, commands=(f"sbatch {SCRIPT}",), notes=tuple(notes))

@@ -99,7 +99,7 @@ def config(plan: Plan) -> dict[str, Any]:
     }
     if uniform_mode(stages) == "full":
         doc["activation_checkpointing"] = {
-            "partition_activations": plan.tp > 1,
+            "partition_activations": False,  # the plan keeps each layer input whole
             "contiguous_memory_optimization": False,
             "cpu_checkpointing": False,
             "number_checkpoints": None,
@@ -135,7 +135,7 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
             "topology": {"num_pp": plan.pp, "num_mp": plan.tp, "num_dp": plan.dp},
             "partition_method": method,
             "activation_checkpoint_interval": 1 if full else 0,
-            "layers": ["embedding", *(["decoder"] * (v.num_decoders or 0)), "head"],
+            "layer_counts": {"embedding": 1, dep.deepspeed_layer_class: v.num_decoders, "head": 1},
         }
         files.append(LaunchFile(name=PIPELINE_FILE, content=json.dumps(pipe, indent=2) + "\n"))
         notes.append(

@@ -215,6 +215,10 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
             "--position-embedding-type",
             "rope",
             "--disable-bias-linear",
+            "--attention-dropout",
+            "0.0",
+            "--hidden-dropout",
+            "0.0",
         ]
         if arch.kv_heads != arch.num_attention_heads:
             argv += ["--group-query-attention", "--num-query-groups", str(arch.kv_heads)]

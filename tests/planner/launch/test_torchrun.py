@@ -150,3 +150,15 @@ def test_env_holds_omp_threads_and_the_users_variables() -> None:
     assert words[:3] == ["OMP_NUM_THREADS=4", "NCCL_DEBUG=INFO", "FOO=a b"]
     assert "export FOO='a b'" in bundle.file("launch.sh").content
     assert LLAMA_8B.display_name in bundle.file("launch.sh").content
+
+
+def test_runner_accepts_the_arguments_meshplan_emits() -> None:
+    """The runner's own parser (profiler/runner/options.py) reads what follows `-m`."""
+    options = pytest.importorskip("profiler.runner.options")
+    plan = make_plan(tp=2, pp=2, gbs=8)
+    dep = Deployment(steps=5, entry_args=("--warmup", "1"))
+    (command,) = render(plan, dep, target="torchrun", framework="meshplan").commands
+    args = torch_run.parse_args(torchrun_argv(command))
+    parsed = options.parse_args(args.training_script_args)
+    assert str(parsed.plan_path) == "plan.json"
+    assert (parsed.steps, parsed.warmup) == (5, 1)

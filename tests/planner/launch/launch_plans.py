@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
+
+import torch.distributed.run as torch_run
 
 from planner.plan import Plan, Prediction
 from planner.specs.base import RecomputeMode, ScheduleName
@@ -75,13 +78,15 @@ def make_plan(
     sp: bool = False,
     recompute: RecomputeMode = "none",
     stages: Sequence[tuple[int, int]] | None = None,
-    per_layer: Sequence[Sequence[RecomputeMode]] | None = None,
+    per_layer: Sequence[Sequence[str]] | None = None,
     num_decoders: int | None = None,
 ) -> Plan:
     n = arch.num_layers if arch is not None else (num_decoders or 32)
     ranges = list(stages) if stages is not None else even_stages(n + 2, pp * vpp)
     specs = tuple(
-        StageSpec(layers=r, recompute=tuple(per_layer[i]) if per_layer is not None else None)
+        StageSpec.model_validate(
+            {"layers": r, "recompute": list(per_layer[i]) if per_layer is not None else None}
+        )
         for i, r in enumerate(ranges)
     )
     if per_layer is None:
@@ -121,3 +126,9 @@ def ranges_from_decoders(counts: Sequence[int]) -> list[tuple[int, int]]:
         out.append((first, end))
         first = end
     return out
+
+
+def parse_torchrun(argv: list[str]) -> argparse.Namespace:
+    """torch's own torchrun parser (PET_* variables change its defaults)."""
+    args: argparse.Namespace = torch_run.parse_args(argv)  # type: ignore[no-untyped-call]
+    return args

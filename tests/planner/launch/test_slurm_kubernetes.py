@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch.distributed.run as torch_run
 import yaml
-from launch_plans import make_plan, ranges_from_decoders
+from launch_plans import make_plan, parse_torchrun, ranges_from_decoders
 from pydantic import ValidationError
 
 from planner.launch import FRAMEWORKS, Deployment, render
@@ -66,7 +65,7 @@ def test_slurm_script_runs_srun_torchrun_with_the_head_node(tmp_path: Path) -> N
     words = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, check=True,
                            capture_output=True, text=True).stdout.splitlines()  # fmt: skip
     assert words[:4] == ["--nodes", "2", "--ntasks-per-node", "1"]
-    args = torch_run.parse_args(words[words.index("torchrun") + 1 :])
+    args = parse_torchrun(words[words.index("torchrun") + 1 :])
     assert (args.nnodes, args.nproc_per_node) == ("2", "8")
     assert (args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id) == ("c10d", "gpu-07:29777", "4242")
     assert args.module and args.training_script == "profiler.run_plan"
@@ -88,7 +87,7 @@ def _torchrun_args(command: list[str], **pet: str) -> Any:
     old = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("PET_")}
     os.environ.update(pet)
     try:
-        return torch_run.parse_args(command[1:])
+        return parse_torchrun(command[1:])
     finally:
         for k in pet:
             os.environ.pop(k, None)

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch.distributed.run as torch_run
-from launch_plans import GPT_1B, LLAMA_8B, make_plan
+from launch_plans import GPT_1B, LLAMA_8B, make_plan, parse_torchrun
 
 from planner.errors import SpecError
 from planner.launch import Deployment, render
@@ -58,7 +57,7 @@ def test_commands_parse_with_torchs_parser_and_match_the_plan(name: str) -> None
     assert len(bundle.commands) == nodes
     head = dep.hosts[0] if dep.hosts else ("localhost" if nodes == 1 else "$HEAD_NODE")
     for rank, command in enumerate(bundle.commands):
-        args = torch_run.parse_args(torchrun_argv(command))
+        args = parse_torchrun(torchrun_argv(command))
         assert args.nnodes == str(nodes)
         assert args.nproc_per_node == str(nproc)
         assert int(args.nnodes) * int(args.nproc_per_node) == plan.tp * plan.pp * plan.dp
@@ -100,7 +99,7 @@ def test_launch_script_runs_the_same_command(tmp_path: Path) -> None:
         text=True,
     ).stdout.splitlines()
     assert out[0] == "1"  # OMP_NUM_THREADS exported
-    args = torch_run.parse_args(out[1:])
+    args = parse_torchrun(out[1:])
     assert (args.nnodes, args.nproc_per_node, args.node_rank) == ("2", str(nproc), 1)
     assert args.rdzv_endpoint == "gpu-a:29500"
     assert out[1:] == torchrun_argv(bundle.commands[1])
@@ -119,7 +118,7 @@ def test_steps_and_extra_args_reach_the_runner() -> None:
     plan = make_plan(tp=2, gbs=8)
     dep = Deployment(steps=20, entry_args=("--warmup", "3"))
     (command,) = render(plan, dep, target="torchrun", framework="meshplan").commands
-    args = torch_run.parse_args(torchrun_argv(command))
+    args = parse_torchrun(torchrun_argv(command))
     assert args.training_script_args == ["--plan", "plan.json", "--steps", "20", "--warmup", "3"]
 
 
@@ -158,7 +157,7 @@ def test_runner_accepts_the_arguments_meshplan_emits() -> None:
     plan = make_plan(tp=2, pp=2, gbs=8)
     dep = Deployment(steps=5, entry_args=("--warmup", "1"))
     (command,) = render(plan, dep, target="torchrun", framework="meshplan").commands
-    args = torch_run.parse_args(torchrun_argv(command))
+    args = parse_torchrun(torchrun_argv(command))
     parsed = options.parse_args(args.training_script_args)
     assert str(parsed.plan_path) == "plan.json"
     assert (parsed.steps, parsed.warmup) == (5, 1)

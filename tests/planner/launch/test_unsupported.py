@@ -22,7 +22,7 @@ def test_capabilities_schedules_agree_with_unsupported(framework: str) -> None:
     caps = CAPABILITIES[framework]
     for schedule, vpp in (("gpipe", 1), ("1f1b", 1), ("interleaved-1f1b", 2), ("zb-h1", 1),
                           ("zbv", 2)):  # fmt: skip
-        cand = Candidate(pp=4, vpp=vpp, schedule=schedule)  # type: ignore[arg-type]
+        cand = Candidate(pp=4, vpp=vpp, schedule=schedule)
         reasons = unsupported(cand, framework, arch=LLAMA_8B, global_batch_size=64)  # type: ignore[arg-type]
         assert (not reasons) == (schedule in caps.schedules), (schedule, reasons)
 

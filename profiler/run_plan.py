@@ -136,6 +136,7 @@ def run(opts: RunOptions) -> int:
     last_stage = any(s.is_last for s in stages)
 
     step_times: list[float] = []
+    pipeline_times: list[float] = []
     busy: list[float] = []
     losses: list[float] = []
     static = (0, 0, 0)
@@ -151,6 +152,9 @@ def run(opts: RunOptions) -> int:
         mb_losses: list[torch.Tensor] = []
         args = (tokens,) if any(s.is_first for s in stages) else ()
         schedule.step(*args, target=labels, losses=mb_losses, return_outputs=False, labels=labels)
+        if rm.device.type == "cuda":
+            torch.cuda.synchronize(rm.device)
+        t_pipeline = time.perf_counter() - t0
         if manual_dp:
             allreduce_grads(params, rm.dp_group)
         if tied is not None:
@@ -162,11 +166,13 @@ def run(opts: RunOptions) -> int:
         optimizer.zero_grad(set_to_none=True)
         if rm.device.type == "cuda":
             torch.cuda.synchronize(rm.device)
-        elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        # the slowest rank's times from the common start: step, and the schedule alone
+        elapsed = torch.tensor([time.perf_counter() - t0, t_pipeline], dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         step_busy = sum(timer.take().values())
         if step >= opts.warmup:
-            step_times.append(float(elapsed.item()))
+            step_times.append(float(elapsed[0]))
+            pipeline_times.append(float(elapsed[1]))
             busy.append(step_busy)
             if last_stage and rm.tp_rank == 0 and mb_losses:
                 losses.append(float(torch.stack([x.detach().float() for x in mb_losses]).mean()))
@@ -196,6 +202,7 @@ def run(opts: RunOptions) -> int:
             plan,
             results,
             step_times_s=step_times,
+            pipeline_times_s=pipeline_times,
             warmup=opts.warmup,
             device=device,
             backend=rm.backend,

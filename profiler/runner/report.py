@@ -41,6 +41,7 @@ def build_report(
     results: list[RankResult],
     *,
     step_times_s: list[float],
+    pipeline_times_s: list[float],
     warmup: int,
     device: str,
     backend: str,
@@ -51,14 +52,19 @@ def build_report(
     """Measured step time (median), bubble, and per-stage busy time and memory.
 
     A pipeline rank's busy time is the median over steps of its compute time, averaged over
-    its dp x tp replicas; bubble = 1 - sum busy / (pp * step time), the simulator's definition.
+    its dp x tp replicas. The bubble is the simulator's: idle time of the pipeline ranks over
+    pp x the schedule's makespan (`pipeline_s`: common start to the last rank leaving the
+    schedule's `step`, without the gradient sync and optimizer step that follow):
+    bubble = 1 - sum busy / (pp * pipeline_s). The step time includes everything.
     """
     step_s = statistics.median(step_times_s)
+    pipeline_s = statistics.median(pipeline_times_s)
     busy: dict[int, float] = {}
     for r in range(plan.pp):
         mine = [statistics.median(x.busy_s) for x in results if x.pp_rank == r]
         busy[r] = sum(mine) / len(mine)
-    bubble = min(1.0, max(0.0, 1.0 - sum(busy.values()) / (plan.pp * step_s)))
+    bubble = min(1.0, max(0.0, 1.0 - sum(busy.values()) / (plan.pp * pipeline_s)))
+    notes = {**notes, "pipeline_s": f"{pipeline_s:.6g}"}
     stages: list[StageMeasurement] = []
     for s in range(plan.pp * plan.vpp):
         holders = [x for x in results if s in x.stage_activation_bytes]

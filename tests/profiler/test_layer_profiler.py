@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import torch
+import uvicorn
 from fastapi.testclient import TestClient
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -284,3 +289,49 @@ def test_upload_to_the_service_and_read_back(
     with pytest.raises(UploadError) as info:
         upload_profile(prof, url=str(service.base_url), api_key="wrong-key", client=service)
     assert info.value.status_code == 401
+
+
+@pytest.fixture
+def live_url(tmp_path: Path) -> Iterator[str]:
+    """The service under a real uvicorn on a free loopback port (SQLite)."""
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'live.db'}",
+        bootstrap_admin_key=ADMIN_KEY,
+        solver_workers=1,
+        max_time_limit_s=20.0,
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_cli_profile_uploads_to_a_live_service(live_url: str) -> None:
+    args = ["profile", "--model", TINY_GPT, "--seq-length", "16", "--micro-batch-sizes", "1"]
+    args += ["--repeats", "1", "--warmup", "0", "--device", "cpu", "--json"]
+    result = CliRunner().invoke(cli_app, [*args, "--upload", live_url, "--api-key", ADMIN_KEY])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["profile_id"]
+    stored = httpx.get(
+        f"{live_url}/v1/profiles/{doc['profile_id']}",
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    )
+    assert stored.status_code == 200
+    assert stored.json()["profile"] == doc["profile"]
+    # a wrong key is reported, exit code 1
+    bad = CliRunner().invoke(cli_app, [*args, "--upload", live_url, "--api-key", "nope" * 5])
+    assert bad.exit_code == 1
+    assert "401" in bad.output

@@ -335,3 +335,46 @@ def test_cli_profile_uploads_to_a_live_service(live_url: str) -> None:
     bad = CliRunner().invoke(cli_app, [*args, "--upload", live_url, "--api-key", "nope" * 5])
     assert bad.exit_code == 1
     assert "401" in bad.output
+
+
+def test_measured_profile_drives_the_cost_model_through_the_cli(tmp_path: Path) -> None:
+    """A measured profile in a plan request: `meshplan evaluate` charges each pipeline rank
+    the measured activation bytes of its layers times the micro-batches in flight."""
+    prof_path = tmp_path / "p.json"
+    args = ["profile", "--model", TINY_GPT, "--seq-length", "16", "--micro-batch-sizes", "2"]
+    args += ["--repeats", "1", "--warmup", "0", "--device", "cpu", "-o", str(prof_path)]
+    assert CliRunner().invoke(cli_app, args).exit_code == 0
+    profile = json.loads(prof_path.read_text())
+    request = {
+        "model": {"profile": profile},
+        "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 2, "gpus_per_node": 2},
+        "training": {"global_batch_size": 8, "seq_length": 16, "dtype": "fp32"},
+    }
+    (tmp_path / "request.json").write_text(json.dumps(request))
+    costs = ModelProfile.model_validate(profile).points[0].kinds
+    for mode in ("none", "full"):
+        candidate = {
+            "pp": 2,
+            "micro_batch_size": 2,
+            "schedule": "1f1b",
+            "recompute": mode,
+            "stages": [{"layers": [0, 2]}, {"layers": [2, 4]}],  # [emb, dec0] | [dec1, head]
+        }
+        (tmp_path / "candidate.json").write_text(json.dumps(candidate))
+        result = CliRunner().invoke(
+            cli_app,
+            ["evaluate", "--request", str(tmp_path / "request.json"), "--candidate",
+             str(tmp_path / "candidate.json"), "--json"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        pred = json.loads(result.output)
+        assert pred["feasible"] and pred["step_time_s"] > 0
+        acts = [r["memory"]["activations_bytes"] for r in pred["ranks"]]
+
+        def saved(kind: str, m: str = mode) -> float:
+            return costs[kind].activation_bytes.get(m)  # type: ignore[arg-type]
+
+        # m = 8 / 2 = 4 micro-batches; 1F1B keeps min(p - s, m) in flight on stage s
+        # (Narayanan et al. 2021 §2.2.1): 2 on stage 0, 1 on stage 1
+        assert acts[0] == pytest.approx(2 * (saved("embedding") + saved("decoder")))
+        assert acts[1] == pytest.approx(1 * (saved("decoder") + saved("head")))

@@ -378,3 +378,24 @@ def test_measured_profile_drives_the_cost_model_through_the_cli(tmp_path: Path) 
         # (Narayanan et al. 2021 §2.2.1): 2 on stage 0, 1 on stage 1
         assert acts[0] == pytest.approx(2 * (saved("embedding") + saved("decoder")))
         assert acts[1] == pytest.approx(1 * (saved("decoder") + saved("head")))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_profile_records_peak_memory_above_saved_bytes() -> None:
+    source = ModelSource.from_spec(TINY_GPT, seq_length=64)
+    result = profile_model(
+        source,
+        ProfileOptions(
+            micro_batch_sizes=(1, 2), dtype=torch.bfloat16, device="cuda", repeats=3, warmup=1
+        ),
+    )
+    prof = result.profile
+    assert prof.dtype == "bf16" and prof.device_name == torch.cuda.get_device_name()
+    for m in result.measurements:
+        assert m.peak_allocated_bytes is not None
+        # everything saved for backward is resident at the peak of forward + backward
+        assert m.peak_allocated_bytes >= m.cost.activation_bytes.none
+        key = f"peak_allocated_bytes.{m.kind}.mbs{m.micro_batch_size}.tp1"
+        assert prof.notes[key] == str(m.peak_allocated_bytes)
+        assert m.cost.fw_s > 0 and m.cost.bw_s > 0

@@ -161,3 +161,29 @@ def test_runner_accepts_the_arguments_meshplan_emits() -> None:
     parsed = options.parse_args(args.training_script_args)
     assert str(parsed.plan_path) == "plan.json"
     assert (parsed.steps, parsed.warmup) == (5, 1)
+
+
+ENTRY = {
+    "meshplan": (True, "profiler.run_plan"),
+    "megatron": (False, "pretrain_gpt.py"),
+    "torchtitan": (True, "torchtitan.train"),
+    "deepspeed": (False, "train.py"),
+}
+
+
+@pytest.mark.parametrize("framework", list(ENTRY))
+@pytest.mark.parametrize("nodes", [1, 2, 4])
+def test_every_frameworks_commands_parse(framework: str, nodes: int) -> None:
+    plan = make_plan(tp=2, pp=2, dp=4, zero=3 if framework == "torchtitan" else 0, gbs=64)
+    if framework == "torchtitan":
+        plan = make_plan(tp=4, dp=4, zero=3, gbs=64)
+    dep = Deployment(nodes=nodes, rdzv_id="r1", port=29400)
+    bundle = render(plan, dep, target="torchrun", framework=framework)  # type: ignore[arg-type]
+    assert len(bundle.commands) == nodes
+    module, script = ENTRY[framework]
+    for rank, command in enumerate(bundle.commands):
+        args = parse_torchrun(torchrun_argv(command))
+        assert (args.nnodes, args.nproc_per_node) == (str(nodes), str(16 // nodes))
+        assert (args.node_rank, args.rdzv_id) == (rank, "r1")
+        assert args.rdzv_endpoint == ("localhost:29400" if nodes == 1 else "$HEAD_NODE:29400")
+        assert (args.module, args.training_script) == (module, script)

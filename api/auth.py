@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from api.problems import ProblemError
 from api.store.keys import Principal, authenticate, hash_key
@@ -18,17 +19,26 @@ KEY_CACHE_MAX = 10_000
 bearer = HTTPBearer(auto_error=False, description="an API key from `meshplan keys create`")
 
 
-def resolve(request: Request, key: str | None) -> Principal | None:
-    """The principal for `key` (cached by hash), or the dev principal when open and keyless."""
+def cached(request: Request, key: str | None) -> Principal | bool | None:
+    """The principal from memory: False when the database must be asked."""
     from api.state import AppState
 
     state: AppState = request.app.state.meshplan
     if not key:
         return DEV_PRINCIPAL if state.settings.dev_open else None
+    return state.key_cache.get(hash_key(key)) or False
+
+
+def resolve(request: Request, key: str | None) -> Principal | None:
+    """The principal for `key` (cached by hash), or the dev principal when open and keyless."""
+    from api.state import AppState
+
+    state: AppState = request.app.state.meshplan
+    hit = cached(request, key)
+    if hit is not False:
+        return hit if isinstance(hit, Principal) else None
+    assert key is not None
     digest = hash_key(key)
-    cached = state.key_cache.get(digest)
-    if cached is not None:
-        return cached
     with state.sessions() as session:
         principal = authenticate(session, key=key)
     if principal is not None:
@@ -38,13 +48,17 @@ def resolve(request: Request, key: str | None) -> Principal | None:
     return principal
 
 
-def require_principal(
+async def require_principal(
     request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> Principal:
     key = creds.credentials if creds is not None else None
     if key is None and request.headers.get("authorization"):
         raise _unauthorized("the Authorization header must be 'Bearer <key>'")
-    principal = resolve(request, key)
+    hit = cached(request, key)
+    if hit is False:
+        principal = await run_in_threadpool(resolve, request, key)
+    else:
+        principal = hit if isinstance(hit, Principal) else None
     if principal is None:
         raise _unauthorized("an API key is required" if not key else "unknown API key")
     return principal

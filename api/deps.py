@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from api.auth import require_principal
 from api.state import AppState
 from api.store.keys import Principal
 
+T = TypeVar("T")
 
-def get_state(request: Request) -> AppState:
+
+async def get_state(request: Request) -> AppState:
     state: AppState = request.app.state.meshplan
     return state
 
@@ -35,3 +38,15 @@ def get_session(state: StateDep) -> Iterator[Session]:
 
 SessionDep = Annotated[Session, Depends(get_session)]
 PrincipalDep = Annotated[Principal, Depends(require_principal)]
+
+
+async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
+    """Run `fn(session)` in one worker thread (one hop off the event loop), committing after."""
+
+    def work() -> T:
+        with state.sessions() as session:
+            out = fn(session)
+            session.commit()
+            return out
+
+    return await run_in_threadpool(work)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, SessionDep, StateDep
+from api.deps import PrincipalDep, StateDep, in_session
 from api.planning import Outcome, Planner, error_document
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError
@@ -147,8 +147,10 @@ def _abandon(state: Any, tenant: str, key: str) -> None:
     responses={200: {"model": PlanPublic}, **problem_responses(404)},
     summary="One stored plan",
 )
-def get_plan(plan_id: str, principal: PrincipalDep, session: SessionDep) -> JSONResponse:
-    row = plan_store.get_plan(session, tenant=principal.tenant, plan_id=plan_id)
+async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JSONResponse:
+    row = await in_session(
+        state, lambda s: plan_store.get_plan(s, tenant=principal.tenant, plan_id=plan_id)
+    )
     if row is None:
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     return JSONResponse(plan_document(row, cache_hit=False))
@@ -165,9 +167,9 @@ Sort = Literal[
     responses={200: {"model": PlanListPublic}, **problem_responses(422)},
     summary="Plan history: filter, sort, cursor pagination",
 )
-def list_plans(
+async def list_plans(
     principal: PrincipalDep,
-    session: SessionDep,
+    state: StateDep,
     model_name: str | None = None,
     model_hash: str | None = None,
     gpu: str | None = None,
@@ -199,13 +201,16 @@ def list_plans(
         tag=tag,
     )
     after = decode_cursor(page_token, sort=sort) if page_token else None
-    page = plan_store.list_plans(
-        session,
-        tenant=principal.tenant,
-        filters=filters,
-        sort=sort,
-        page_size=page_size,
-        after=after,
+    page = await in_session(
+        state,
+        lambda session: plan_store.list_plans(
+            session,
+            tenant=principal.tenant,
+            filters=filters,
+            sort=sort,
+            page_size=page_size,
+            after=after,
+        ),
     )
     token = encode_cursor(page.next_cursor) if page.next_cursor else None
     return JSONResponse({"data": [plan_summary(r) for r in page.rows], "next_page_token": token})

@@ -27,7 +27,8 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    # No pre-ping (a round trip per checkout); connections are recycled instead.
+    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

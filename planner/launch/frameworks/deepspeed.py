@@ -152,7 +152,8 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
         )
     if plan.tp > 1:
         notes.append(
-            f"tp={plan.tp}: the model must implement tensor parallel itself (e.g. "
-            f"Megatron-DeepSpeed's mpu); DeepSpeed only lays out the topology"
+            f"tp={plan.tp}: the model implements tensor parallel itself (e.g. Megatron-DeepSpeed) "
+            f"and passes its mpu to deepspeed.initialize, so that DeepSpeed's data-parallel size "
+            f"is {plan.dp} (train_batch_size is checked against it)"
         )
     return Trainer(argv=tuple(argv), files=tuple(files), notes=tuple(notes))

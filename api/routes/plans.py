@@ -56,15 +56,12 @@ async def create_plan(
     if idempotency_key is None:
         status, doc, headers = await _create(state, principal, body, respond_async)
         return JSONResponse(doc, status_code=status, headers=headers)
-    fingerprint = hashlib.sha256(
-        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
     claim = await run_in_threadpool(
         idempotency.begin,
         state.sessions,
         tenant=tenant,
         key=idempotency_key,
-        fingerprint=fingerprint,
+        fingerprint=body_fingerprint(body),
     )
     if claim.outcome == "mismatch":
         raise ProblemError(
@@ -100,6 +97,13 @@ async def create_plan(
         raise
     await run_in_threadpool(_complete, state, tenant, idempotency_key, status, doc, headers)
     return JSONResponse(doc, status_code=status, headers=headers)
+
+
+def body_fingerprint(body: PlanRequest) -> str:
+    """What an Idempotency-Key is bound to: the request body, with defaults filled in."""
+    return hashlib.sha256(
+        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
+    ).hexdigest()
 
 
 async def _create(

@@ -9,6 +9,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from planner.catalog.models import analytic_profile
 from planner.cost import check_candidate, evaluate
 from planner.plan import Plan, PlanResult, SearchStats
 from planner.specs import Candidate, PlanRequest
@@ -31,6 +32,19 @@ def tiny_request(**overrides: Any) -> dict[str, Any]:
     }
     doc.update(overrides)
     return doc
+
+
+def profile_doc(request_doc: dict[str, Any]) -> dict[str, Any]:
+    """An analytic ModelProfile (JSON) of the request's model at a few points."""
+    request = PlanRequest.model_validate(request_doc)
+    assert request.arch is not None
+    prof = analytic_profile(
+        request.arch,
+        request.cluster,
+        request.training,
+        [(1, 1, False), (2, 1, False), (1, 2, False)],
+    )
+    return prof.model_dump(mode="json")
 
 
 def evaluated_result(request_doc: dict[str, Any], candidate_doc: dict[str, Any]) -> dict[str, Any]:

@@ -8,12 +8,11 @@ import tarfile
 from typing import Any
 
 import pytest
-from svc_factories import evaluated_result, tiny_request
+from svc_factories import evaluated_result, profile_doc, tiny_request
 from svc_harness import Api
 
 from api.store.db import session_scope
 from api.store.plans import insert_plan
-from planner.catalog.models import analytic_profile
 from planner.cost import check_candidate, evaluate
 from planner.specs import Candidate, PlanRequest
 
@@ -140,21 +139,9 @@ def test_runs_measured_against_predicted(api: Api, plan_id: str) -> None:
     )
 
 
-def _profile(req: dict[str, Any]) -> dict[str, Any]:
-    request = PlanRequest.model_validate(req)
-    assert request.arch is not None
-    prof = analytic_profile(
-        request.arch,
-        request.cluster,
-        request.training,
-        [(1, 1, False), (2, 1, False), (1, 2, False)],
-    )
-    return prof.model_dump(mode="json")
-
-
 def test_profiles_and_evaluation_by_profile_id(api: Api) -> None:
     req = tiny_request()
-    profile = _profile(req)
+    profile = profile_doc(req)
     r = api.client.post("/v1/profiles", json=profile, headers=api.acme)
     assert r.status_code == 201, r.text
     pid = r.json()["id"]

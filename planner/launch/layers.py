@@ -143,11 +143,3 @@ def _stage_layers(index: int, stage: StageSpec, n: int, default: RecomputeMode) 
         edge_recompute=tuple(edges),
     )
 
-
-def layer_name(layer: int, n: int) -> str:
-    """The profile's name of layer `layer` of a built-in family with n decoder blocks."""
-    if layer == 0:
-        return "embedding"
-    if layer == n + 1:
-        return "head"
-    return f"decoder.{layer - 1}"

@@ -142,4 +142,3 @@ def _stage_layers(index: int, stage: StageSpec, n: int, default: RecomputeMode) 
         decoder_recompute=dec_modes,
         edge_recompute=tuple(edges),
     )
-

@@ -24,9 +24,9 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage
 
 from planner.plan import Plan
-from profiler.models import build_model
 from profiler.runner.measure import BusyTimer, SavedBytesMeter, static_bytes
 from profiler.runner.mesh import RunMesh, init_mesh
+from profiler.runner.model import RunModel, load_model
 from profiler.runner.options import RunOptions, load_plan, parse_args
 from profiler.runner.parallel import (
     allreduce_grads,
@@ -52,23 +52,29 @@ from profiler.runner.tied import TiedEmbeddings
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def synthetic_batch(plan: Plan, *, seed: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The global batch of one step: random tokens and labels, [global_batch, seq_length]."""
-    assert plan.arch is not None
+def synthetic_batch(
+    plan: Plan, *, seed: int, step: int, vocab_size: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch of one step: random tokens and labels, [global_batch, seq_length].
+
+    `vocab_size` defaults to the plan's `arch.vocab_size`."""
+    if vocab_size is None:
+        if plan.arch is None:
+            raise ValueError("synthetic_batch needs vocab_size when the plan has no arch")
+        vocab_size = plan.arch.vocab_size
     gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
     shape = (plan.global_batch_size, plan.seq_length)
-    tokens = torch.randint(plan.arch.vocab_size, shape, generator=gen)
-    labels = torch.randint(plan.arch.vocab_size, shape, generator=gen)
+    tokens = torch.randint(vocab_size, shape, generator=gen)
+    labels = torch.randint(vocab_size, shape, generator=gen)
     return tokens, labels
 
 
 def build_stages(
-    plan: Plan, rm: RunMesh, *, seed: int, dtype: torch.dtype
+    plan: Plan, rm: RunMesh, run_model: RunModel, *, dtype: torch.dtype
 ) -> tuple[list[nn.Module], list[PipelineStage]]:
     """This rank's stage modules (wrapped for dp) and their PipelineStages."""
-    assert plan.arch is not None
-    model = build_model(plan.arch, seq_length=plan.seq_length, seed=seed)
-    mine = local_stages(plan, rm.pp_rank)
+    model = run_model
+    mine = local_stages(plan, rm.pp_rank, num_blocks=run_model.num_blocks)
     ddp = uses_ddp(tp=plan.tp, dp=plan.dp, zero_stage=plan.zero_stage, schedule=plan.schedule)
     sp = plan.sequence_parallel and plan.tp > 1
     modules: list[nn.Module] = []
@@ -78,7 +84,8 @@ def build_stages(
         for j in lay.blocks:
             block = model.layers[j].to(device=rm.device, dtype=dtype)
             if plan.tp > 1:
-                apply_tp(block, rm.tp_mesh, family=plan.arch.family, sequence_parallel=sp)
+                assert run_model.family is not None  # checked by load_model
+                apply_tp(block, rm.tp_mesh, family=run_model.family, sequence_parallel=sp)
             blocks[j] = apply_recompute(block, lay.recompute[j + 1])
         embedding = head = None
         if lay.has_embedding:
@@ -108,14 +115,16 @@ def run(opts: RunOptions) -> int:
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rm = init_mesh(plan, device=opts.device)
     dtype = DTYPES[opts.dtype or ("bf16" if rm.device.type == "cuda" else "fp32")]
-    layouts = stage_layout(plan)
+    run_model = load_model(plan, factory=opts.model_factory, seed=opts.seed)
+    vocab_size, tied_embeddings = run_model.vocab_size, run_model.tied
+    layouts = stage_layout(plan, num_blocks=run_model.num_blocks)
     local_ids = [s.index for s in layouts if s.rank == rm.pp_rank]
-    modules, stages = build_stages(plan, rm, seed=opts.seed, dtype=dtype)
+    modules, stages = build_stages(plan, rm, run_model, dtype=dtype)
+    del run_model  # this rank's layers live on in `modules`; the rest is freed
     params = [p for m in modules for p in m.parameters()]
-    assert plan.arch is not None
     tied = (
         TiedEmbeddings(rm, first_rank=layouts[0].rank, last_rank=layouts[-1].rank)
-        if plan.arch.tied
+        if tied_embeddings
         else None
     )
     ddp = uses_ddp(tp=plan.tp, dp=plan.dp, zero_stage=plan.zero_stage, schedule=plan.schedule)
@@ -141,7 +150,7 @@ def run(opts: RunOptions) -> int:
     losses: list[float] = []
     static = (0, 0, 0)
     for step in range(opts.warmup + opts.steps):
-        tokens, labels = synthetic_batch(plan, seed=opts.seed, step=step)
+        tokens, labels = synthetic_batch(plan, seed=opts.seed, step=step, vocab_size=vocab_size)
         tokens, labels = tokens[rows].to(rm.device), labels[rows].to(rm.device)
         if step == opts.warmup:
             meter.reset_peaks()

@@ -28,6 +28,7 @@ class RunOptions:
     plan_id: str | None
     dump_grads: Path | None
     quiet: bool
+    model_factory: str | None = None
 
 
 def parse_args(argv: list[str] | None = None) -> RunOptions:
@@ -56,6 +57,11 @@ def parse_args(argv: list[str] | None = None) -> RunOptions:
     p.add_argument("--report-url", default=None, help="service URL: POST {url}/v1/plans/{id}/runs")
     p.add_argument("--api-key", default=None, help="API key for --report-url")
     p.add_argument("--plan-id", default=None, help="plan id (default: the document's 'id')")
+    p.add_argument(
+        "--model-factory",
+        default=None,
+        help="package.module:function building the model (default: the plan's built-in arch)",
+    )
     p.add_argument("--dump-grads", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     a = p.parse_args(argv)
@@ -79,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> RunOptions:
         plan_id=a.plan_id,
         dump_grads=a.dump_grads,
         quiet=a.quiet,
+        model_factory=a.model_factory,
     )
 
 

@@ -49,14 +49,16 @@ class StageLayout:
     recompute: dict[int, RecomputeMode]  # profile layer index -> mode, for every layer held
 
 
-def stage_layout(plan: Plan) -> list[StageLayout]:
-    """Every stage of the plan, checked to cover the layer list contiguously."""
-    if plan.arch is None:
-        raise ValueError(
-            "the plan carries no model shapes (plan.arch is null); the runner builds the "
-            "built-in GPT/Llama from them: plan from a built-in model or a profile with 'arch'"
-        )
-    num_layers = plan.arch.num_layers + 2
+def stage_layout(plan: Plan, *, num_blocks: int | None = None) -> list[StageLayout]:
+    """Every stage of the plan, checked to cover the layer list contiguously.
+
+    `num_blocks`: decoder blocks of the model run (default: the plan's `arch.num_layers`).
+    """
+    if num_blocks is None:
+        if plan.arch is None:
+            raise ValueError("the plan carries no model shapes (plan.arch is null)")
+        num_blocks = plan.arch.num_layers
+    num_layers = num_blocks + 2
     expected = plan.pp * plan.vpp
     if len(plan.stages) != expected:
         raise ValueError(
@@ -87,14 +89,14 @@ def stage_layout(plan: Plan) -> list[StageLayout]:
     if cursor != num_layers:
         raise ValueError(
             f"stages end at layer {cursor} but the model has {num_layers} layers "
-            f"(embedding, {plan.arch.num_layers} decoder blocks, head)"
+            f"(embedding, {num_blocks} decoder blocks, head)"
         )
     return out
 
 
-def local_stages(plan: Plan, pp_rank: int) -> list[StageLayout]:
+def local_stages(plan: Plan, pp_rank: int, *, num_blocks: int | None = None) -> list[StageLayout]:
     """The stages pipeline rank `pp_rank` runs, in stage order (looped, or a V for zbv)."""
-    return [s for s in stage_layout(plan) if s.rank == pp_rank]
+    return [s for s in stage_layout(plan, num_blocks=num_blocks) if s.rank == pp_rank]
 
 
 class StageModule(nn.Module):

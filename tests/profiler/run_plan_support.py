@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from planner.plan import Plan
 from planner.specs.base import ScheduleName
@@ -145,14 +146,59 @@ def run_forked(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 120) -> Pa
     return grads
 
 
-def reference_grads(plan: Plan, *, seed: int = 0) -> dict[str, torch.Tensor]:
+class UserModel(nn.Module):
+    """A user's model for `--model-factory`: not a built-in block (post-norm, ReLU MLP only)."""
+
+    def __init__(self, *, seq_length: int, seed: int) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.vocab_size = 96
+        self.embedding = nn.Embedding(self.vocab_size, 32)
+        self.layers = nn.ModuleList(
+            nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 32), nn.LayerNorm(32))
+            for _ in range(3)
+        )
+        self.proj = nn.Linear(32, self.vocab_size)
+        self.head = _UserHead(self.proj)
+
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        x = self.embedding(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        loss: torch.Tensor = self.head(x, labels)
+        return loss
+
+
+class _UserHead(nn.Module):
+    def __init__(self, proj: nn.Linear) -> None:
+        super().__init__()
+        self.proj = proj
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(self.proj(x).flatten(0, 1), labels.flatten())
+
+
+def user_model(*, seq_length: int, seed: int) -> UserModel:
+    return UserModel(seq_length=seq_length, seed=seed)
+
+
+def reference_grads(
+    plan: Plan, *, seed: int = 0, model: nn.Module | None = None, vocab_size: int | None = None
+) -> dict[str, torch.Tensor]:
     """One process, the whole global batch, the plain model: d(mean loss)/d(parameter)."""
-    assert plan.arch is not None
-    model = build_model(plan.arch, seq_length=plan.seq_length, seed=seed)
-    tokens, labels = synthetic_batch(plan, seed=seed, step=0)
+    if model is None:
+        assert plan.arch is not None
+        model = build_model(plan.arch, seq_length=plan.seq_length, seed=seed)
+    tokens, labels = synthetic_batch(plan, seed=seed, step=0, vocab_size=vocab_size)
     model(tokens, labels).backward()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-    if plan.arch.tied:
+    if isinstance(model, UserModel):
+        grads = {
+            n.replace("proj.", "head.proj.", 1) if n.startswith("proj.") else n: g
+            for n, g in grads.items()
+        }
+        return grads
+    if plan.arch is not None and plan.arch.tied:
         total = grads[EMBEDDING] + grads[OUTPUT]
         grads[EMBEDDING] = grads[OUTPUT] = total
     return grads
@@ -168,10 +214,16 @@ def load_dumps(directory: Path) -> list[dict[str, torch.Tensor]]:
 
 
 def assert_same_grads(
-    plan: Plan, directory: Path, *, rtol: float = 1e-4, atol: float = 1e-5
+    plan: Plan,
+    directory: Path,
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    model: nn.Module | None = None,
+    vocab_size: int | None = None,
 ) -> int:
     """Every reference gradient appears on some rank, and every rank's copy matches it."""
-    ref = reference_grads(plan)
+    ref = reference_grads(plan, model=model, vocab_size=vocab_size)
     dumps = load_dumps(directory)
     assert len(dumps) == plan.num_gpus, f"{len(dumps)} dumps for {plan.num_gpus} ranks"
     seen: set[str] = set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from run_plan_support import assert_same_grads, make_plan, run_forked
+from run_plan_support import assert_same_grads, make_plan, run_forked, user_model
 
 from planner.specs.base import ScheduleName
 from planner.specs.request import StageSpec
@@ -81,3 +81,13 @@ def test_llama_pp2_tp2_uneven(tmp_path: Path) -> None:
 def test_dp2_zero3_fsdp(tmp_path: Path) -> None:
     plan = make_plan(GPT, pp=1, dp=2, schedule="1f1b", zero_stage=3)
     assert_same_grads(plan, run_forked(plan, tmp_path))
+
+
+def test_user_factory_model(tmp_path: Path) -> None:
+    """`--model-factory`: a user's model (3 blocks, no arch in the plan), pp=2, uneven."""
+    stages = (StageSpec(layers=(0, 3)), StageSpec(layers=(3, 5)))
+    plan = make_plan(tiny_arch("gpt", num_layers=3), pp=2, schedule="1f1b", stages=stages)
+    plan = plan.model_copy(update={"arch": None})
+    grads = run_forked(plan, tmp_path, "--model-factory", "run_plan_support:user_model")
+    model = user_model(seq_length=plan.seq_length, seed=0)
+    assert_same_grads(plan, grads, model=model, vocab_size=model.vocab_size)

@@ -37,7 +37,7 @@ def render_kubernetes(plan: Plan, dep: Deployment, trainer: Trainer, header: str
     env = [{"name": k, "value": v} for k, v in environment(dep, trainer)]
     config_map = _config_map(dep, trainer) if trainer.files else None
     pytorchjob = _pytorchjob(plan, dep, trainer, lay, image, env, config_map is not None)
-    trainjob = _trainjob(dep, trainer, lay, image, env)
+    trainjob = _trainjob(dep, trainer, lay, image, env, config_map is not None)
     comment = "".join(f"{line}\n" for line in header.splitlines())
     docs_pt = [d for d in (config_map, pytorchjob) if d is not None]
     docs_tj = [d for d in (config_map, trainjob) if d is not None]
@@ -53,9 +53,9 @@ def render_kubernetes(plan: Plan, dep: Deployment, trainer: Trainer, header: str
     )
     if config_map is not None:
         notes.append(
-            f"TrainJob: mount ConfigMap {dep.job_name}-config at {CONFIG_MOUNT} through your "
-            f"runtime or the TrainJob's pod template overrides (the field's name differs "
-            f"between Trainer releases); the PyTorchJob mounts it itself"
+            f"the TrainJob mounts ConfigMap {dep.job_name}-config at {CONFIG_MOUNT} with "
+            f"spec.podTemplateOverrides (Kubeflow Trainer v2.1; v2.0 calls it podSpecOverrides, "
+            f"later releases runtimePatches)"
         )
     commands = (f"kubectl apply -f {PYTORCHJOB_FILE}",)
     return LaunchBundle(files=files, commands=commands, notes=tuple(notes))
@@ -138,9 +138,14 @@ def _pytorchjob(
 
 
 def _trainjob(
-    dep: Deployment, trainer: Trainer, lay: Layout, image: str, env: list[dict[str, str]]
+    dep: Deployment,
+    trainer: Trainer,
+    lay: Layout,
+    image: str,
+    env: list[dict[str, str]],
+    mount: bool,
 ) -> dict[str, Any]:
-    return {
+    job: dict[str, Any] = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
         "metadata": {"name": dep.job_name, "namespace": dep.namespace},
@@ -156,6 +161,30 @@ def _trainjob(
             },
         },
     }
+    if mount:  # the torch-distributed runtime's trainer job and container are both "node"
+        job["spec"]["podTemplateOverrides"] = [
+            {
+                "targetJobs": [{"name": "node"}],
+                "spec": {
+                    "volumes": [
+                        {"name": "meshplan-config", "configMap": {"name": f"{dep.job_name}-config"}}
+                    ],
+                    "containers": [
+                        {
+                            "name": "node",
+                            "volumeMounts": [
+                                {
+                                    "name": "meshplan-config",
+                                    "mountPath": CONFIG_MOUNT,
+                                    "readOnly": True,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        ]
+    return job
 
 
 class _Dumper(yaml.SafeDumper):

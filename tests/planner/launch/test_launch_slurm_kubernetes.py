@@ -157,6 +157,14 @@ def test_trainjob_carries_what_trainer_v2_requires() -> None:
     assert (args.nnodes, args.nproc_per_node) == ("2", "8")
     assert args.training_script_args[:2] == ["--plan", "/etc/meshplan/plan.json"]
     assert {e["name"] for e in trainer["env"]} >= {"OMP_NUM_THREADS"}
+    (override,) = job["spec"]["podTemplateOverrides"]
+    assert override["targetJobs"] == [{"name": "node"}]
+    (volume,) = override["spec"]["volumes"]
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert volume["configMap"]["name"] == config["metadata"]["name"]
+    assert "plan.json" in config["data"]
+    (container,) = override["spec"]["containers"]
+    assert container["volumeMounts"][0]["mountPath"] == "/etc/meshplan"
 
 
 def test_single_node_pytorchjob_has_no_workers() -> None:

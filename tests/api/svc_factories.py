@@ -84,7 +84,7 @@ def evaluated_result(request_doc: dict[str, Any], candidate_doc: dict[str, Any])
     return result.model_dump(mode="json")
 
 
-CANDIDATES = (
+CANDIDATES: tuple[dict[str, Any], ...] = (
     {"tp": 1, "pp": 2, "dp": 2, "schedule": "1f1b"},
     {"tp": 2, "pp": 2, "dp": 1, "schedule": "gpipe"},
     {"tp": 1, "pp": 4, "dp": 1, "schedule": "1f1b"},

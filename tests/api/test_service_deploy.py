@@ -53,7 +53,8 @@ def _cli(args: list[str], url: str) -> dict[str, object]:
         cwd=ROOT,
         check=True,
     )
-    return json.loads(out.stdout)
+    doc: dict[str, object] = json.loads(out.stdout)
+    return doc
 
 
 def test_cli_db_and_keys(db_url: str) -> None:

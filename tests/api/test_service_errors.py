@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 from svc_harness import Api
 
 PROBLEM = "application/problem+json"
 
 
-def _is_problem(r, status: int) -> dict:  # type: ignore[no-untyped-def]
+def _is_problem(r: httpx.Response, status: int) -> dict[str, Any]:
     assert r.status_code == status, r.text
     assert r.headers["content-type"].startswith(PROBLEM)
-    doc = r.json()
+    doc: dict[str, Any] = r.json()
     assert doc["status"] == status and doc["title"] and "type" in doc
     assert "Traceback" not in r.text
     return doc

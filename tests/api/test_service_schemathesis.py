@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -47,7 +48,7 @@ def test_openapi_conformance(live: tuple[Live, dict[str, str]]) -> None:
     operations = 0
     cases = 0
     for result in schema.get_all_operations():
-        operation = result.ok()
+        operation = result.ok()  # type: ignore[union-attr]
         operations += 1
 
         @given(case=operation.as_strategy())
@@ -58,7 +59,7 @@ def test_openapi_conformance(live: tuple[Live, dict[str, str]]) -> None:
             suppress_health_check=list(HealthCheck),
             phases=[Phase.generate],
         )
-        def run(case: schemathesis.Case) -> None:
+        def run(case: schemathesis.Case[Any]) -> None:
             nonlocal cases
             cases += 1
             case.call_and_validate(headers=headers, checks=CHECKS, timeout=30)

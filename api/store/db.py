@@ -27,8 +27,16 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
             cur.close()
 
         return engine
-    # No pre-ping (a round trip per checkout); connections are recycled instead.
-    return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+    # No pre-ping (a round trip per checkout); connections are recycled instead. No server-side
+    # prepared statements: PostgreSQL's generic plan for the history query (any filter
+    # combination) can scan the wrong index, where a plan for the actual values does not.
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_recycle=1800,
+        connect_args={"prepare_threshold": None} if "psycopg" in url else {},
+    )
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

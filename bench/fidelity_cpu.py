@@ -127,6 +127,8 @@ class RunRow:
     measured_step_time_s: float
     step_time_error: float
     step_time_spread: float  # (max - min) / median over repeats
+    compute_speed_ratio: float  # sum of measured busy / sum of predicted busy, over ranks
+    step_time_error_speed_adjusted: float  # vs the prediction x compute_speed_ratio
     repeat_step_times_s: list[float]
     predicted_bubble: float
     measured_bubble: float
@@ -234,6 +236,11 @@ def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]
                 peak_error=_rel(peak, rank_total[sp.rank]),
             )
         )
+    speed = sum(
+        statistics.median(r.stages[sp.stage].busy_s for r in reports)
+        for sp in pred.stages
+        if sp.stage == min(x.stage for x in pred.stages if x.rank == sp.rank)
+    ) / sum(r.busy_s for r in pred.ranks)
     worst = max(rows, key=lambda r: abs(r.activation_error))
     worst_peak = max(rows, key=lambda r: abs(r.peak_error))
     return RunRow(
@@ -249,6 +256,8 @@ def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]
         measured_step_time_s=step,
         step_time_error=_rel(step, pred.step_time_s),
         step_time_spread=(max(steps) - min(steps)) / step,
+        compute_speed_ratio=speed,
+        step_time_error_speed_adjusted=_rel(step, pred.step_time_s * speed),
         repeat_step_times_s=steps,
         predicted_bubble=pred.bubble_fraction,
         measured_bubble=bubble,
@@ -273,7 +282,7 @@ def plans(prof: ModelProfile, configs: tuple[Config, ...]) -> list[tuple[str, Pl
 def searched_plans(prof: ModelProfile) -> list[tuple[str, Plan]]:
     """The search's best plan for 2 and 4 ranks, when planner.search.search exists."""
     try:
-        from planner.search import search  # type: ignore[attr-defined]
+        from planner.search import search
     except ImportError:
         return []
     out: list[tuple[str, Plan]] = []
@@ -303,6 +312,10 @@ def print_table(rows: list[RunRow]) -> None:
             f"(spread over repeats {r.step_time_spread:.1%}: "
             + ", ".join(f"{t * 1e3:.0f}" for t in r.repeat_step_times_s)
             + f" ms; load average {', '.join(str(x) for x in r.load_average)})"
+        )
+        print(
+            f"  compute    measured busy / predicted busy {r.compute_speed_ratio:.2f}; step time "
+            f"error at the measured compute speed {r.step_time_error_speed_adjusted:+.1%}"
         )
         print(
             f"  bubble     predicted {r.predicted_bubble:8.3f}     measured "
@@ -363,10 +376,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(rows: list[RunRow]) -> None:
-    print("\nsummary: label, step error, spread, bubble error, worst activation error")
+    print(
+        "\nsummary: label, step error, spread, busy ratio, step error at measured speed, "
+        "bubble error, worst activation error"
+    )
     for r in rows:
         print(
             f"  {r.label:36s} {r.step_time_error:+7.1%}  ±{r.step_time_spread:5.1%}  "
+            f"x{r.compute_speed_ratio:4.2f}  {r.step_time_error_speed_adjusted:+7.1%}  "
             f"{r.bubble_error:+6.3f}  {r.memory_error:+6.1%} (stage {r.worst_stage})"
         )
 

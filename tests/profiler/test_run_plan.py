@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from run_plan_support import child_env, free_port, make_plan, run_forked
@@ -126,3 +129,45 @@ def test_the_emitted_torchrun_command_runs(tmp_path: Path) -> None:
     report = RunReport.model_validate_json((tmp_path / "report.json").read_text())
     assert (report.pp, report.steps, report.warmup_steps) == (2, 2, 1)
     assert report.schedule == "gpipe" and len(report.stages) == 2
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    received: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append((self.path, self.headers.get("Authorization", ""), body))
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"id": "run_1"}')
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+@pytest.mark.slow
+def test_report_is_posted_to_the_service_url(tmp_path: Path) -> None:
+    """--report-url/--api-key: POST {url}/v1/plans/{id}/runs with a bearer key and the
+    RunReport body; the id comes from the service's stored-plan document."""
+    plan = make_plan(GPT, pp=2, schedule="1f1b")
+    doc = {"id": "pl_abc", "result": {"plan": json.loads(plan.model_dump_json())}}
+    (tmp_path / "stored.json").write_text(json.dumps(doc))
+    server = HTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        run_forked(
+            plan,
+            tmp_path,
+            "--report-url", url, "--api-key", "k-secret", "--plan", str(tmp_path / "stored.json"),
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    assert len(_Recorder.received) == 1
+    path, auth, body = _Recorder.received[0]
+    assert path == "/v1/plans/pl_abc/runs"
+    assert auth == "Bearer k-secret"
+    report = RunReport.model_validate_json(body)
+    assert report.plan_id == "pl_abc" and report.pp == 2 and len(report.stages) == 2

@@ -1,7 +1,7 @@
 """Fidelity on CPU: profile a small GPT, plan it for 2 and 4 ranks, run each plan with torchrun
 (gloo) and print predicted against measured step time, bubble fraction and per-stage memory.
 
-    python bench/fidelity_cpu.py [--json] [--repeats R] [--steps K] [--quick]
+    python bench/fidelity_cpu.py [--json] [--repeats R] [--steps K] [--quick] [--reprofile]
         [--profile FILE | --save-profile FILE]
 
 Method (docs/runner.md, "Fidelity"):
@@ -345,6 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="one 2-rank and one 4-rank config")
     p.add_argument("--profile", type=Path, default=None, help="use this ModelProfile JSON")
     p.add_argument("--save-profile", type=Path, default=None, help="write the profile here")
+    p.add_argument(
+        "--reprofile",
+        action="store_true",
+        help="profile again right before each plan's runs and re-predict the same plan with it "
+        "(the profile then sees the machine's load of the moment)",
+    )
     a = p.parse_args(argv)
     if a.profile is not None:
         prof = ModelProfile.model_validate_json(a.profile.read_text())
@@ -356,7 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     todo = plans(prof, configs) + searched_plans(prof)
     rows: list[RunRow] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (label, plan) in enumerate(todo):
+        for i, (label, first) in enumerate(todo):
+            plan = first
+            if a.reprofile:
+                fresh = profile(repeats=10)
+                req = request_for(fresh, first.num_gpus, first.global_batch_size)
+                plan = fixed_plan(req, first.candidate())
             reports = []
             loads: list[float] = []
             for k in range(a.repeats):

@@ -18,8 +18,9 @@ Method (docs/runner.md, "Fidelity"):
 Errors are signed and relative: (measured - predicted) / predicted. `memory_error` is that of the
 stage with the largest |error| in saved-activation bytes (the profile's unit, the goal of 5 %);
 `peak_memory_error` compares a rank's measured params + grads + optimizer + peak activations
-with the prediction's total. `bubble_error` is measured - predicted bubble fraction (absolute:
-both are fractions of the step).
+with the prediction's total. `bubble_error` is relative too (null when the predicted bubble is
+0, i.e. pp = 1); `bubble_error_abs` is measured - predicted (both are fractions of the
+pipeline's makespan).
 
 With 4 ranks on 2 cores the runner's processes share cores: each rank's compute is slower than
 the single-threaded profile by up to 2x whenever two ranks compute at once. The prediction does
@@ -132,7 +133,8 @@ class RunRow:
     repeat_step_times_s: list[float]
     predicted_bubble: float
     measured_bubble: float
-    bubble_error: float
+    bubble_error: float | None  # relative; None when the predicted bubble is 0 (pp = 1)
+    bubble_error_abs: float  # measured - predicted, both fractions of the pipeline time
     memory_error: float
     worst_stage: int
     peak_memory_error: float
@@ -261,7 +263,8 @@ def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]
         repeat_step_times_s=steps,
         predicted_bubble=pred.bubble_fraction,
         measured_bubble=bubble,
-        bubble_error=bubble - pred.bubble_fraction,
+        bubble_error=_rel(bubble, pred.bubble_fraction) if pred.bubble_fraction > 0 else None,
+        bubble_error_abs=bubble - pred.bubble_fraction,
         memory_error=worst.activation_error,
         worst_stage=worst.stage,
         peak_memory_error=worst_peak.peak_error,
@@ -319,7 +322,7 @@ def print_table(rows: list[RunRow]) -> None:
         )
         print(
             f"  bubble     predicted {r.predicted_bubble:8.3f}     measured "
-            f"{r.measured_bubble:8.3f}     error {r.bubble_error:+7.3f}"
+            f"{r.measured_bubble:8.3f}     error {r.bubble_error_abs:+7.3f} (absolute)"
         )
         print(
             "  stage rank  busy pred ms  busy meas ms   error  act pred MiB  act meas MiB   error"
@@ -395,7 +398,7 @@ def _summary(rows: list[RunRow]) -> None:
         print(
             f"  {r.label:36s} {r.step_time_error:+7.1%}  ±{r.step_time_spread:5.1%}  "
             f"x{r.compute_speed_ratio:4.2f}  {r.step_time_error_speed_adjusted:+7.1%}  "
-            f"{r.bubble_error:+6.3f}  {r.memory_error:+6.1%} (stage {r.worst_stage})"
+            f"{r.bubble_error_abs:+6.3f}  {r.memory_error:+6.1%} (stage {r.worst_stage})"
         )
 
 

@@ -399,3 +399,42 @@ def test_cuda_profile_records_peak_memory_above_saved_bytes() -> None:
         key = f"peak_allocated_bytes.{m.kind}.mbs{m.micro_batch_size}.tp1"
         assert prof.notes[key] == str(m.peak_allocated_bytes)
         assert m.cost.fw_s > 0 and m.cost.bw_s > 0
+
+
+def test_plan_from_a_measured_profile_through_the_service(live_url: str) -> None:
+    """meshplan profile --upload -> POST /v1/plans naming the profile_id -> a plan whose
+    stage memory is the measured bytes of its layers."""
+    args = ["profile", "--model", TINY_GPT, "--seq-length", "16", "--micro-batch-sizes", "1"]
+    args += ["--repeats", "1", "--warmup", "0", "--device", "cpu", "--json"]
+    up = CliRunner().invoke(cli_app, [*args, "--upload", live_url, "--api-key", ADMIN_KEY])
+    assert up.exit_code == 0, up.output
+    doc = json.loads(up.output)
+    profile = ModelProfile.model_validate(doc["profile"])
+    request = {
+        "model": {"profile_id": doc["profile_id"]},
+        "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 1, "gpus_per_node": 1},
+        "training": {"global_batch_size": 2, "seq_length": 16, "dtype": "fp32"},
+        "constraints": {"micro_batch_sizes": [1]},
+        "search": {"time_limit_s": 10},
+    }
+    r = httpx.post(
+        f"{live_url}/v1/plans",
+        json=request,
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        timeout=60,
+    )
+    assert r.status_code == 201, r.text
+    plan = r.json()["result"]["plan"]
+    assert plan["model_hash"] == profile.model_hash
+    assert (plan["tp"], plan["pp"], plan["dp"], plan["micro_batch_size"]) == (1, 1, 1, 1)
+    (stage,) = plan["prediction"]["stages"]
+    assert stage["layers"] == [0, len(profile.layers)]
+    # one micro-batch in flight with pp = 1: the stage holds the measured saved bytes of each
+    # of its layers under the recompute mode the plan chose for it
+    costs = profile.points[0].kinds
+    expected = sum(
+        costs[ref.kind].activation_bytes.get(mode)
+        for ref, mode in zip(profile.layers, stage["recompute"], strict=True)
+    )
+    assert stage["peak_inflight"] == 1
+    assert stage["activation_bytes"] == pytest.approx(expected)

@@ -109,7 +109,8 @@ class Planner:
                     self.state.metrics.single_flight_joins.inc()
                 if not wait:
                     return Outcome(job_id=flight.job_id)
-                plan_id, created = await asyncio.wrap_future(flight.future)
+                # shielded: a client that goes away must not cancel a search others wait for
+                plan_id, created = await asyncio.shield(asyncio.wrap_future(flight.future))
                 row = await run_in_threadpool(self._get, tenant, plan_id)
                 return Outcome(plan=row, created=created and not joined)
             # another process is solving the same request: follow its job row

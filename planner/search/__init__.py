@@ -1,0 +1,125 @@
+"""Plan search: the best configuration under the memory cap, proven with OR-Tools CP-SAT.
+
+`search(request)` enumerates the discrete configurations (planner.search.space), prunes them
+with cheap bounds (planner.search.bounds) and solves each survivor's stage partition and
+per-layer recompute exactly (planner.search.exact around the CP-SAT model of
+planner.search.model); `"mode": "exhaustive"` brute-forces the same space instead
+(planner.search.exhaustive, the oracle of the tests). Design and numbers: docs/search.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable
+
+from planner.cost import evaluate
+from planner.errors import InfeasibleError
+from planner.plan import Plan, PlanResult, SearchStats
+from planner.search.driver import Entry, Outcome, run_search
+from planner.search.exact import Scored
+from planner.search.explain import diagnose, why
+from planner.specs.base import RecomputeMode
+from planner.specs.request import Candidate, PlanRequest
+
+__all__ = ["search"]
+
+
+def search(
+    request: PlanRequest,
+    *,
+    on_progress: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> PlanResult:
+    """The best plan for `request`, up to `search.top_k` alternatives and search statistics.
+
+    `on_progress(fraction)` is called as configurations are done. `clock` (e.g.
+    `time.monotonic`) makes the time limit cover the whole search; without it only CP-SAT's
+    own solve time is charged (the planning core reads no clock).
+    Raises InfeasibleError (with a diagnosis) when no configuration fits, SpecError for an
+    exhaustive search over too large a space.
+    """
+    out = run_search(request, on_progress=on_progress, clock=clock)
+    if out.best is None:
+        diagnosis = diagnose(request, out)
+        raise InfeasibleError(f"infeasible: {diagnosis['message']}", diagnosis)
+    entry, best = out.best
+    plan = _plan(request, out, entry, best, with_why=True)
+    ranked = sorted(
+        (v for k, v in out.families.items() if k != entry.config.family),
+        key=lambda es: (
+            (es[1].score.bubble_fraction, es[1].score.step_time_s)
+            if request.objective == "bubble"
+            else (es[1].score.step_time_s, 0.0)
+        ),
+    )[: request.search.top_k]
+    alternatives = tuple(_plan(request, out, e, sc, with_why=False) for e, sc in ranked)
+    verdicts = Counter(e.verdict for e in out.entries)
+    stats = SearchStats(
+        mode=request.search.mode,
+        status="OPTIMAL" if out.status == "OPTIMAL" else "FEASIBLE",
+        candidates_considered=len(out.entries) + out.invalid,
+        candidates_pruned=verdicts["memory"] + verdicts["pruned"] + out.invalid,
+        solver_calls=out.solver_calls,
+        wall_time_s=out.elapsed_s,
+        time_limit_s=request.search.time_limit_s,
+        details={
+            "configurations_solved": verdicts["solved"],
+            "pruned_by_memory_floor": verdicts["memory"],
+            "pruned_by_time_floor": verdicts["pruned"],
+            "rejected_by_checks": out.invalid,
+            "skipped_at_time_limit": verdicts["timeout"],
+            "path_cuts": out.cuts,
+            "clock": "caller" if clock is not None else "cp-sat solve time",
+        },
+    )
+    return PlanResult(plan=plan, alternatives=alternatives, search=stats)
+
+
+def _model_hash(request: PlanRequest) -> str:
+    profile = request.profile
+    if profile is not None:
+        return profile.model_hash
+    raw = request.model.model_dump_json().encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _plan(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, with_why: bool) -> Plan:
+    cfg = entry.config
+    modes = Counter(sc.partition.modes)
+    top: RecomputeMode = modes.most_common(1)[0][0]
+    candidate = Candidate(
+        tp=cfg.tp,
+        pp=cfg.pp,
+        dp=cfg.dp,
+        vpp=cfg.vpp,
+        schedule=cfg.schedule,
+        micro_batch_size=cfg.micro_batch_size,
+        zero_stage=cfg.zero_stage,
+        sequence_parallel=cfg.sequence_parallel,
+        recompute=top,
+        stages=sc.partition.stage_specs(),
+    )
+    prediction = evaluate(request, candidate, source=out.source)
+    return Plan(
+        model_name=request.model_name,
+        model_hash=_model_hash(request),
+        arch=request.arch,
+        gpu=request.cluster.gpu,
+        num_gpus=request.cluster.num_gpus,
+        tp=cfg.tp,
+        pp=cfg.pp,
+        dp=cfg.dp,
+        vpp=cfg.vpp,
+        schedule=cfg.schedule,
+        micro_batch_size=cfg.micro_batch_size,
+        num_microbatches=cfg.num_microbatches,
+        global_batch_size=request.training.global_batch_size,
+        seq_length=request.training.seq_length,
+        zero_stage=cfg.zero_stage,
+        sequence_parallel=cfg.sequence_parallel,
+        recompute=top,
+        stages=candidate.stages or (),
+        prediction=prediction,
+        why=why(request, out, entry, sc) if with_why else (),
+    )

@@ -1,0 +1,44 @@
+"""Cheap lower bounds of one configuration, valid for every partition: they prune without CP-SAT.
+
+Memory floor. The busiest rank holds at least the average over ranks:
+    peak >= fixed + (sum_l static_l + min_s inflight_s * sum_l min_k act_{l,k}) / pp
+and at least the largest single layer's static bytes on top of the fixed bytes.
+
+Time floor. Every rank runs its actions one at a time, so the makespan is at least the average
+busy time m * W / pp, with W = sum_l (fw_l + min_k bw_input_{l,k} + bw_weight_l) (one
+micro-batch through the whole model, the cheapest recompute everywhere); micro-batch 0 must also
+go forward and back through all layers, so it is at least W. For gpipe and 1f1b the path
+"F0 through stages 0..r-1, every action of rank r, B(m-1) back through stages r-1..0" exists for
+each rank r, so makespan >= max_r (m w_r + sum_{s<r} w_s) with w_s the stage's fw + bw; its
+minimum over fractional partitions is W / (1 - (1 - 1/m)^pp) (fill each rank to the bound in
+turn). The post term adds at least the average per-rank DP sync + optimizer time.
+"""
+
+from __future__ import annotations
+
+from planner.cost import PartitionInputs
+
+
+def memory_floor_bytes(inputs: PartitionInputs) -> float:
+    static = sum(inputs.static_bytes)
+    act = sum(min(a) for a in inputs.activation_bytes)
+    avg = inputs.fixed_bytes + (static + min(inputs.inflight) * act) / inputs.pp
+    return max(avg, inputs.fixed_bytes + max(inputs.static_bytes))
+
+
+def work_s(inputs: PartitionInputs) -> float:
+    """One micro-batch through every layer, forward and backward, cheapest recompute."""
+    return sum(
+        f + min(bi) + w
+        for f, bi, w in zip(inputs.fw_s, inputs.bw_input_s, inputs.bw_weight_s, strict=True)
+    )
+
+
+def time_floor_s(inputs: PartitionInputs) -> float:
+    m, pp = inputs.num_microbatches, inputs.pp
+    w = work_s(inputs)
+    pipeline = max(m * w / pp, w)
+    if inputs.schedule in ("gpipe", "1f1b") and inputs.vpp == 1:
+        fill = 1.0 - (1.0 - 1.0 / m) ** pp
+        pipeline = max(pipeline, w / fill)
+    return pipeline + sum(inputs.post_s) / pp

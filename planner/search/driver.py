@@ -1,0 +1,174 @@
+"""The search over configurations: enumerate, bound, solve each survivor, keep the best.
+
+Order of work (objective `time`): every configuration gets its PartitionInputs, a memory floor
+and a time floor (planner.search.bounds). Configurations whose memory floor exceeds the cap are
+infeasible without a solve. The rest are visited by increasing time floor; once the floor
+reaches the incumbent's simulated step time, that configuration and all after it are pruned.
+Each visited configuration runs the exact loop of planner.search.exact with the incumbent as
+its bound (so CP-SAT proves quickly that most cannot beat it), seeded with heuristic partitions.
+Objective `bubble`: the partition of each configuration is its time-optimal one; configurations
+are ranked by (bubble fraction, step time), so none is pruned by time.
+
+Time. The planning core reads no clock. Without a `clock`, the budget is charged with CP-SAT's
+own wall time of each solve (what we hand CP-SAT as its time limit is what is left); the
+Python work around it is not counted. Callers that can read the clock (CLI, service) pass
+`clock=time.monotonic` and then the whole search is charged. Either way a search that runs out
+of time returns its best plan so far marked FEASIBLE; if it has none yet, it keeps scoring
+heuristic partitions (no CP-SAT) until one fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from planner.cost import PartitionInputs, balanced_bounds, partition_inputs, resolve_costs
+from planner.cost.source import CostSource
+from planner.errors import SpecError
+from planner.search.bounds import memory_floor_bytes, time_floor_s
+from planner.search.exact import REL_TOL, ConfigResult, Scored, solve_config
+from planner.search.exhaustive import MAX_PARTITIONS, exhaustive_config, space_size
+from planner.search.hints import hint_partitions
+from planner.search.partition import score
+from planner.search.space import Config, enumerate_configs, stage_split
+from planner.specs.request import PlanRequest
+
+
+@dataclass
+class Entry:
+    config: Config
+    inputs: PartitionInputs
+    memory_floor_bytes: float
+    time_floor_s: float
+    result: ConfigResult | None = None
+    verdict: str = "pending"  # solved | memory | pruned | timeout
+
+
+@dataclass
+class Outcome:
+    entries: list[Entry]
+    best: tuple[Entry, Scored] | None
+    status: str  # OPTIMAL | FEASIBLE
+    solver_calls: int = 0
+    cuts: int = 0
+    elapsed_s: float = 0.0
+    invalid: int = 0
+    source: CostSource | None = None
+    families: dict[tuple[int, int, int, int, str], tuple[Entry, Scored]] = field(
+        default_factory=dict
+    )
+
+
+def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
+    if request.objective == "bubble":
+        return (sc.score.bubble_fraction, sc.score.step_time_s)
+    return (sc.score.step_time_s, 0.0)
+
+
+def run_search(
+    request: PlanRequest,
+    *,
+    on_progress: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Outcome:
+    src = resolve_costs(request)
+    num_layers = len(src.layers)
+    configs = enumerate_configs(request, num_layers=num_layers)
+    start = clock() if clock is not None else 0.0
+    exhaustive = request.search.mode == "exhaustive"
+    split = stage_split(request)
+    out = Outcome(entries=[], best=None, status="OPTIMAL", source=src)
+    solver_s = 0.0
+
+    def elapsed() -> float:
+        return clock() - start if clock is not None else solver_s
+
+    for cfg in configs:
+        try:
+            inputs = partition_inputs(request, cfg.candidate(), source=src)
+        except SpecError:
+            out.invalid += 1  # e.g. a schedule torch cannot run with this m
+            continue
+        out.entries.append(
+            Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
+        )
+    if exhaustive:
+        total = sum(space_size(e.inputs, e.config.modes) for e in out.entries)
+        if total > 20 * MAX_PARTITIONS:
+            raise SpecError(
+                "search.mode",
+                "exhaustive",
+                f"{total} partitions over {len(out.entries)} configurations exceed the "
+                f"exhaustive limit of {20 * MAX_PARTITIONS}; use mode 'optimal'",
+            )
+    order = sorted(out.entries, key=lambda e: (e.time_floor_s, e.memory_floor_bytes))
+    limit = request.search.time_limit_s
+    for done, entry in enumerate(order):
+        if on_progress is not None:
+            on_progress(done / max(1, len(order)))
+        inputs, cfg = entry.inputs, entry.config
+        if entry.memory_floor_bytes > inputs.cap_bytes:
+            entry.verdict = "memory"
+            continue
+        best = out.best
+        if (
+            request.objective == "time"
+            and best is not None
+            and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
+        ):
+            entry.verdict = "pruned"
+            continue
+        left = limit - elapsed()
+        extra = tuple(lo for lo, _ in balanced_bounds(num_layers, inputs.num_stages))
+        hints = hint_partitions(inputs, cfg.modes, (*extra, num_layers))
+        if left <= 0:
+            out.status = "FEASIBLE"
+            entry.verdict = "timeout"
+            if best is None:  # never return nothing: score the heuristics
+                for h in hints:
+                    _offer(request, out, entry, Scored(h, score(inputs, h)))
+            continue
+        if exhaustive:
+            res = exhaustive_config(inputs, modes=cfg.modes, split=split)
+        else:
+            bound = best[1].score.step_time_s if best and request.objective == "time" else None
+            res = solve_config(
+                inputs,
+                modes=cfg.modes,
+                split=split,
+                bound_s=bound,
+                hints=tuple(h for h in hints if _split_ok(h.bounds, split, inputs)),
+                time_limit_s=left,
+                workers=request.search.workers,
+                seed=request.search.seed,
+            )
+            solver_s += res.solver_wall_s
+        entry.result, entry.verdict = res, "solved"
+        out.solver_calls += res.solver_calls
+        out.cuts += res.cuts
+        if res.status in ("FEASIBLE", "UNKNOWN"):
+            out.status = "FEASIBLE"
+        for sc in (res.best, *res.evaluated):
+            if sc is not None and sc.score.feasible:
+                _offer(request, out, entry, sc)
+    if on_progress is not None:
+        on_progress(1.0)
+    out.elapsed_s = elapsed()
+    return out
+
+
+def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None:
+    if not sc.score.feasible:
+        return
+    if out.best is None or _rank(request, sc) < _rank(request, out.best[1]):
+        out.best = (entry, sc)
+    fam = entry.config.family
+    have = out.families.get(fam)
+    if have is None or _rank(request, sc) < _rank(request, have[1]):
+        out.families[fam] = (entry, sc)
+
+
+def _split_ok(bounds: tuple[int, ...], split: str, inputs: PartitionInputs) -> bool:
+    from planner.search.exhaustive import _main_run, _split_ok
+
+    return _split_ok(bounds, split, _main_run(inputs))  # type: ignore[arg-type]

@@ -1,0 +1,165 @@
+"""The exactness loop: CP-SAT on a lower bound, the simulator as judge, path cuts until proof.
+
+For one configuration:
+
+1. Seed the model with one path cut per pipeline rank (its busy time: every action of the
+   rank in order is a path) and the critical paths of the hint partitions.
+2. Solve: minimise T + P (a lower bound of the step time, see planner.search.model) subject to
+   T + P <= K, where K is the best simulated step time known (this configuration's or the
+   whole search's), scaled, times (1 - 1e-10), minus one unit.
+3. INFEASIBLE: no partition can beat K — the incumbent is optimal (to a relative 1e-10),
+   or the configuration cannot beat the search's incumbent, or (no incumbent) nothing fits.
+4. Otherwise decode the partition, score it with the simulator (planner.search.partition),
+   keep it if it is better, add its critical path as a cut (its bound now equals its
+   simulated time up to the rounding of ~L + S units of 2^-40 of the horizon), and if rounding
+   or memory rounding still lets it through, a no-good cut on exactly that partition. Go to 2.
+
+Every cut is a valid lower bound, so no partition better than the incumbent is ever cut off;
+each iteration cuts off the decoded partition, so the loop ends. The time limit is CP-SAT's:
+each solve gets what is left of the configuration's budget, measured by CP-SAT's own wall
+time (the planning core reads no clock).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from planner.cost import PartitionScore
+from planner.cost.partition import PartitionInputs
+from planner.search.model import PartitionModel, StageSplit
+from planner.search.partition import Partition, durations_of, schedule_of, score
+from planner.search.paths import critical_path, rank_chain
+from planner.specs.base import RecomputeMode
+
+REL_TOL = 1e-10
+
+ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
+
+
+@dataclass(frozen=True)
+class Scored:
+    partition: Partition
+    score: PartitionScore
+
+
+@dataclass
+class ConfigResult:
+    """OPTIMAL: best proven; BOUNDED: proven no better than the bound given; INFEASIBLE:
+    nothing fits; FEASIBLE / UNKNOWN: the time ran out with / without a partition."""
+
+    status: ConfigStatus
+    best: Scored | None
+    solver_calls: int = 0
+    cuts: int = 0
+    solver_wall_s: float = 0.0
+    evaluated: list[Scored] = field(default_factory=list)
+
+
+def horizon_s(inputs: PartitionInputs) -> float:
+    """An upper bound of any path's length plus the post time: every action once, every
+    boundary crossed twice per micro-batch."""
+    m = inputs.num_microbatches
+    work = sum(
+        f + max(bi) + w
+        for f, bi, w in zip(inputs.fw_s, inputs.bw_input_s, inputs.bw_weight_s, strict=True)
+    )
+    lags = 2 * m * max(0, inputs.num_stages - 1) * max(inputs.p2p_s, default=0.0)
+    return m * work + lags + sum(inputs.post_s) + 1e-9
+
+
+def solve_config(
+    inputs: PartitionInputs,
+    *,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit = "any",
+    bound_s: float | None = None,
+    hints: tuple[Partition, ...] = (),
+    time_limit_s: float = 10.0,
+    workers: int = 2,
+    seed: int = 0,
+    neighbours: bool = True,
+) -> ConfigResult:
+    """Find the partition with the lowest simulated step time under the cap, provably."""
+    sched = schedule_of(inputs)
+    model = PartitionModel(inputs, modes=modes, split=split, horizon_s=horizon_s(inputs))
+    result = ConfigResult(status="UNKNOWN", best=None)
+    for r in range(inputs.pp):
+        model.add_path_cut(rank_chain(sched, r))
+        result.cuts += 1
+
+    def consider(part: Partition) -> Scored:
+        sc = score(inputs, part)
+        _, cut = critical_path(sched, durations_of(sc))
+        model.add_path_cut(cut)
+        result.cuts += 1
+        scored = Scored(part, sc)
+        result.evaluated.append(scored)
+        if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):
+            result.best = scored
+        return scored
+
+    for hint in hints:
+        consider(hint)
+    budget = time_limit_s
+    while True:
+        limit = _bound(bound_s, result.best)
+        if limit is not None:
+            model.add_objective_bound(_units(limit, model.scale))
+        if result.best is not None:
+            model.add_hint(result.best.partition)
+        out = model.solve(time_limit_s=budget, workers=workers, seed=seed)
+        result.solver_calls += 1
+        result.solver_wall_s += out.wall_time_s
+        budget -= out.wall_time_s
+        if out.status == "INFEASIBLE":
+            if result.best is not None and (
+                bound_s is None or result.best.score.step_time_s <= bound_s
+            ):
+                result.status = "OPTIMAL"
+            elif bound_s is not None:
+                result.status = "BOUNDED"
+            else:
+                result.status = "INFEASIBLE"
+            return result
+        if out.partition is None:
+            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
+            return result
+        scored = consider(out.partition)
+        if neighbours:
+            for near in _neighbours(out.partition):
+                consider(near)
+        limit = _bound(bound_s, result.best)
+        if not scored.score.feasible or (
+            limit is not None
+            and model.lower_bound_units(out.partition) <= _units(limit, model.scale)
+        ):
+            model.add_no_good(out.partition)
+        if budget <= 0:
+            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
+            return result
+
+
+def _bound(bound_s: float | None, best: Scored | None) -> float | None:
+    values = [v for v in (bound_s, best.score.step_time_s if best else None) if v is not None]
+    return min(values) if values else None
+
+
+def _units(limit_s: float, scale: float) -> int:
+    """Largest integer objective that a partition strictly better than `limit_s` (by more than
+    the relative tolerance) can have: its rounded-down bound is below limit * (1 - tol)."""
+    return math.ceil(limit_s * (1 - REL_TOL) * scale) - 1
+
+
+def _neighbours(part: Partition) -> list[Partition]:
+    """Partitions one boundary move away (layers keep their modes): their critical paths are
+    the cuts the next solve would otherwise discover one at a time."""
+    out = []
+    b = part.bounds
+    for s in range(1, len(b) - 1):
+        for step in (-1, 1):
+            v = b[s] + step
+            if b[s - 1] < v < b[s + 1]:
+                out.append(Partition((*b[:s], v, *b[s + 1 :]), part.modes))
+    return out

@@ -1,0 +1,102 @@
+"""The exhaustive oracle: every stage split x every per-layer recompute assignment.
+
+For one configuration it enumerates all C(L-1, S-1) ways to cut L layers into S non-empty
+contiguous stages and, for each, all |modes|^L recompute assignments, keeps those that fit the
+memory cap (floating point, the cost model's own check) and scores them with the simulator
+(planner.cost.score_partition). Two shortcuts leave the result unchanged: per stage, assignments
+that give the same (backward time, activation bytes) are scored once (the cost model only sees
+those sums), and the simulator's answer is cached per stage-duration vector.
+It shares nothing with the CP-SAT path except the scorer, which is what makes it an oracle.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from planner.cost import MODE_INDEX, PartitionInputs
+from planner.errors import SpecError
+from planner.search.exact import ConfigResult, Scored
+from planner.search.model import StageSplit
+from planner.search.partition import Partition, score
+from planner.specs.base import RecomputeMode
+
+MAX_PARTITIONS = 200_000
+
+
+def space_size(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> int:
+    n, s = inputs.num_layers, inputs.num_stages
+    return math.comb(n - 1, s - 1) * len(modes) ** n
+
+
+def _splits(n: int, s: int) -> list[tuple[int, ...]]:
+    return [(0, *cuts, n) for cuts in itertools.combinations(range(1, n), s - 1)]
+
+
+def _split_ok(bounds: tuple[int, ...], split: StageSplit, main: range) -> bool:
+    sizes = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
+    if split == "first_last":
+        return len(set(sizes[1:-1])) <= 1
+    if split == "uniform":
+        counts = {
+            len(range(max(bounds[i], main.start), min(bounds[i + 1], main.stop)))
+            for i in range(len(sizes))
+        }
+        return len(counts) <= 1
+    return True
+
+
+def _main_run(inputs: PartitionInputs) -> range:
+    from planner.search.model import layer_runs
+
+    run = max(layer_runs(inputs), key=lambda r: r.count)
+    return range(run.first, run.first + run.count)
+
+
+def exhaustive_config(
+    inputs: PartitionInputs, *, modes: tuple[RecomputeMode, ...], split: StageSplit = "any"
+) -> ConfigResult:
+    """The best partition by brute force. Raises SpecError when the space is too large."""
+    size = space_size(inputs, modes)
+    if size > MAX_PARTITIONS:
+        raise SpecError(
+            "search.mode",
+            "exhaustive",
+            f"{size} partitions for pp*vpp={inputs.num_stages} stages of {inputs.num_layers} "
+            f"layers x {len(modes)} modes exceed the exhaustive limit of {MAX_PARTITIONS}; "
+            "use mode 'optimal'",
+        )
+    result = ConfigResult(status="INFEASIBLE", best=None)
+    main = _main_run(inputs)
+    room = inputs.cap_bytes - inputs.fixed_bytes
+    for bounds in _splits(inputs.num_layers, inputs.num_stages):
+        if not _split_ok(bounds, split, main):
+            continue
+        per_stage: list[list[tuple[tuple[RecomputeMode, ...], float]]] = []
+        static = [0.0] * inputs.pp
+        for s in range(inputs.num_stages):
+            layers = range(bounds[s], bounds[s + 1])
+            static[inputs.stage_rank[s]] += sum(inputs.static_bytes[i] for i in layers)
+            seen: dict[tuple[float, float], tuple[RecomputeMode, ...]] = {}
+            for combo in itertools.product(modes, repeat=len(layers)):
+                ks = [MODE_INDEX[c] for c in combo]
+                bw = sum(inputs.bw_input_s[i][k] for i, k in zip(layers, ks, strict=True))
+                act = sum(inputs.activation_bytes[i][k] for i, k in zip(layers, ks, strict=True))
+                seen.setdefault((bw, act), combo)
+            per_stage.append([(combo, key[1]) for key, combo in seen.items()])
+        for choice in itertools.product(*per_stage):
+            mem = list(static)
+            for s, (_, act) in enumerate(choice):
+                mem[inputs.stage_rank[s]] += inputs.inflight[s] * act
+            if max(mem) > room * (1 + 1e-12) + 1.0:  # lenient: the scorer decides
+                continue
+            part = Partition(bounds, tuple(m for combo, _ in choice for m in combo))
+            sc = score(inputs, part)
+            result.solver_calls += 1
+            if sc.feasible and (
+                result.best is None or sc.step_time_s < result.best.score.step_time_s
+            ):
+                result.best = Scored(part, sc)
+    if result.best is not None:
+        result.status = "OPTIMAL"
+    return result

@@ -1,0 +1,142 @@
+"""Plain-language reasons for a plan (`why`) and the diagnosis of an infeasible request."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from planner.search.driver import Entry, Outcome
+from planner.search.exact import Scored
+from planner.search.hints import min_memory
+from planner.search.partition import score
+from planner.specs.request import PlanRequest
+
+GIB = 1024**3
+
+
+def _gib(x: float) -> str:
+    return f"{x / GIB:.1f} GiB"
+
+
+def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[str, ...]:
+    cfg, s = entry.config, sc.score
+    cap = entry.inputs.cap_bytes
+    lines = [
+        f"Chosen: {cfg.describe()}; predicted step {s.step_time_s:.3f} s with a "
+        f"{100 * s.bubble_fraction:.1f}% pipeline bubble and peak memory "
+        f"{_gib(s.peak_memory_bytes)} of the {_gib(cap)} cap."
+    ]
+    # Memory: configurations that might have been faster but do not fit.
+    tighter = [
+        e
+        for e in out.entries
+        if e.time_floor_s < s.step_time_s
+        and (e.verdict == "memory" or (e.result is not None and e.result.status == "INFEASIBLE"))
+    ]
+    if tighter:
+        e = min(tighter, key=lambda e: e.time_floor_s)
+        over = e.memory_floor_bytes - e.inputs.cap_bytes
+        detail = (
+            f"exceeds the cap by at least {_gib(over)}"
+            if over > 0
+            else "cannot fit any stage split and recompute mix under the cap"
+        )
+        lines.append(
+            f"Memory binds: {e.config.describe()} could be faster (bound "
+            f"{e.time_floor_s:.3f} s) but {detail}."
+        )
+    modes = Counter(sc.partition.modes)
+    if len(modes) > 1 or "none" not in modes:
+        mix = ", ".join(f"{n} layers {m}" for m, n in sorted(modes.items()))
+        lines.append(
+            f"Recompute per layer ({mix}) trades backward time for activation memory: "
+            f"{_gib(s.peak_memory_bytes - entry.inputs.fixed_bytes)} of state and activations "
+            f"on the fullest rank."
+        )
+    if cfg.pp > 1:
+        inflight = max(entry.inputs.inflight)
+        lines.append(
+            f"Bubble: {cfg.schedule} over pp={cfg.pp}"
+            + (f" x vpp={cfg.vpp}" if cfg.vpp > 1 else "")
+            + f" with m={cfg.num_microbatches} micro-batches idles "
+            f"{100 * s.bubble_fraction:.1f}% of the pipeline time; more micro-batches or "
+            f"virtual stages shrink it, while the first rank holds up to {inflight} "
+            f"micro-batches of activations."
+        )
+    if s.post_s > 0.02 * s.step_time_s:
+        lines.append(
+            f"Communication: data-parallel gradient sync and optimizer step take "
+            f"{s.post_s:.3f} s ({100 * s.post_s / s.step_time_s:.0f}% of the step) at dp={cfg.dp}."
+        )
+    if request.objective == "bubble":
+        others = sorted(
+            (v for k, v in out.families.items() if k != cfg.family),
+            key=lambda es: es[1].score.bubble_fraction,
+        )[:2]
+        for e2, sc2 in others:
+            lines.append(
+                f"Trade-off: {e2.config.describe()} has a {100 * sc2.score.bubble_fraction:.1f}%"
+                f" bubble at {sc2.score.step_time_s:.3f} s with peak "
+                f"{_gib(sc2.score.peak_memory_bytes)} (in-flight micro-batches up to "
+                f"{max(e2.inputs.inflight)})."
+            )
+    return tuple(lines)
+
+
+def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
+    """Which limit binds when nothing fits: the lowest peak memory reached, by which
+    configuration, the cap and how far above it, and what would make it fit."""
+    cap = float(request.memory_cap_bytes)
+    if not out.entries:
+        return {
+            "binding": "constraints",
+            "message": "no configuration satisfies the request's constraints "
+            f"({out.invalid} were rejected by the cost model's checks)",
+            "suggestions": ["relax constraints.tp / pp / dp / schedules / micro_batch_sizes"],
+        }
+    ranked = sorted(out.entries, key=lambda e: e.memory_floor_bytes)[:8]
+    best_peak, best_entry = float("inf"), ranked[0]
+    for e in ranked:
+        part = min_memory(e.inputs, e.config.modes)
+        peak = score(e.inputs, part).peak_memory_bytes
+        if peak < best_peak:
+            best_peak, best_entry = peak, e
+    cfg = best_entry.config
+    floor = min(e.memory_floor_bytes for e in out.entries)
+    cons = request.constraints
+    tips = [
+        f"more GPUs (at least {2 * request.cluster.num_gpus} to halve per-GPU state)",
+        f"a higher memory cap (at least {best_peak / GIB:.1f} GiB)",
+    ]
+    if cons.recompute is not None and "full" not in cons.recompute:
+        tips.append("allow full recompute (constraints.recompute)")
+    if cons.micro_batch_sizes is not None and 1 not in cons.micro_batch_sizes:
+        tips.append("allow micro-batch size 1")
+    if cons.zero_stages is not None and 1 not in cons.zero_stages:
+        tips.append("allow ZeRO-1 (constraints.zero_stages)")
+    if cons.pp is not None or cons.tp is not None:
+        tips.append("allow more tensor or pipeline parallelism (constraints.tp / pp)")
+    return {
+        "binding": "memory",
+        "cap_gib": cap / GIB,
+        "lowest_peak_gib": best_peak / GIB,
+        "over_by_gib": (best_peak - cap) / GIB,
+        "lowest_floor_gib": floor / GIB,
+        "configuration": {
+            "tp": cfg.tp,
+            "pp": cfg.pp,
+            "dp": cfg.dp,
+            "vpp": cfg.vpp,
+            "schedule": cfg.schedule,
+            "micro_batch_size": cfg.micro_batch_size,
+            "zero_stage": cfg.zero_stage,
+            "recompute": sorted(set(cfg.modes)),
+        },
+        "configurations_considered": len(out.entries),
+        "suggestions": tips,
+        "message": (
+            f"the lowest peak memory found is {best_peak / GIB:.1f} GiB ({cfg.describe()}, "
+            f"least-memory recompute everywhere), {(best_peak - cap) / GIB:.1f} GiB above the "
+            f"{cap / GIB:.1f} GiB cap"
+        ),
+    }

@@ -1,0 +1,136 @@
+"""Heuristic partitions: CP-SAT's hints, the first incumbents, and the min-memory probe.
+
+- `balanced`: a contiguous split minimising the largest per-rank work (binary search on the
+  bottleneck over prefix sums, the classic linear-partition greedy), for one mode everywhere.
+- `repaired`: start from the fastest mode and, while a rank is over the cap, switch the layer
+  of that rank with the best activation-bytes saved per second added to its next mode.
+- `min_memory`: the least-activation mode everywhere, split to balance per-rank bytes; its peak
+  is what the infeasibility diagnosis reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from planner.cost import MODE_INDEX, PartitionInputs
+from planner.search.partition import Partition
+from planner.specs.base import RecomputeMode
+
+
+def _split(weights: list[float], stages: int) -> tuple[int, ...]:
+    """Bounds of a contiguous split of `weights` into `stages` non-empty parts that keeps the
+    largest part small (greedy fill under a bisected cap)."""
+    n = len(weights)
+
+    def fill(cap: float) -> tuple[int, ...] | None:
+        bounds = [0]
+        acc = 0.0
+        for i, w in enumerate(weights):
+            left = n - i  # layers not yet placed, including i
+            open_after = stages - len(bounds)  # stages still to open after the current one
+            if i > bounds[-1] and (acc + w > cap or left <= open_after):
+                bounds.append(i)
+                acc = 0.0
+            acc += w
+        if len(bounds) != stages or acc > cap * (1 + 1e-12):
+            return None
+        return (*bounds, n)
+
+    lo, hi = max(weights), sum(weights)
+    best = fill(hi) or tuple(round(i * n / stages) for i in range(stages + 1))
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        got = fill(mid)
+        if got is None:
+            lo = mid
+        else:
+            hi, best = mid, got
+    return best
+
+
+def _stage_weights(inputs: PartitionInputs, per_layer: Callable[[int], float]) -> list[float]:
+    # Stages of one rank share its time; weigh layers by their rank-level cost. With vpp > 1
+    # the split still balances stages, which balances ranks when stages are equal.
+    return [per_layer(i) for i in range(inputs.num_layers)]
+
+
+def balanced(inputs: PartitionInputs, mode: RecomputeMode) -> Partition:
+    k = MODE_INDEX[mode]
+    weights = _stage_weights(
+        inputs, lambda i: inputs.fw_s[i] + inputs.bw_input_s[i][k] + inputs.bw_weight_s[i]
+    )
+    return Partition(_split(weights, inputs.num_stages), (mode,) * inputs.num_layers)
+
+
+def min_memory(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Partition:
+    def act(i: int) -> float:
+        return min(inputs.activation_bytes[i][MODE_INDEX[m]] for m in modes)
+
+    choice: list[RecomputeMode] = [
+        min(modes, key=lambda m, i=i: inputs.activation_bytes[i][MODE_INDEX[m]])  # type: ignore[misc]
+        for i in range(inputs.num_layers)
+    ]
+    peak = max(inputs.inflight)
+    weights = _stage_weights(inputs, lambda i: inputs.static_bytes[i] + peak * act(i))
+    return Partition(_split(weights, inputs.num_stages), tuple(choice))
+
+
+def repaired(
+    inputs: PartitionInputs, bounds: tuple[int, ...], modes: tuple[RecomputeMode, ...]
+) -> Partition:
+    """Fastest modes first, then trade time for memory on the ranks over the cap."""
+    order = sorted(modes, key=lambda m: MODE_INDEX[m])  # none, selective, full
+    current = [0] * inputs.num_layers  # index into `order`
+    stage_of = [0] * inputs.num_layers
+    for s in range(inputs.num_stages):
+        for i in range(bounds[s], bounds[s + 1]):
+            stage_of[i] = s
+
+    def rank_bytes() -> list[float]:
+        mem = [inputs.fixed_bytes] * inputs.pp
+        for i in range(inputs.num_layers):
+            s = stage_of[i]
+            k = MODE_INDEX[order[current[i]]]
+            mem[inputs.stage_rank[s]] += (
+                inputs.static_bytes[i] + inputs.inflight[s] * inputs.activation_bytes[i][k]
+            )
+        return mem
+
+    for _ in range(inputs.num_layers * len(order)):
+        mem = rank_bytes()
+        worst = max(range(inputs.pp), key=mem.__getitem__)
+        if mem[worst] <= inputs.cap_bytes:
+            break
+        best_i, best_ratio = -1, -1.0
+        for i in range(inputs.num_layers):
+            s = stage_of[i]
+            if inputs.stage_rank[s] != worst or current[i] + 1 >= len(order):
+                continue
+            k0, k1 = MODE_INDEX[order[current[i]]], MODE_INDEX[order[current[i] + 1]]
+            saved = inputs.inflight[s] * (
+                inputs.activation_bytes[i][k0] - inputs.activation_bytes[i][k1]
+            )
+            cost = inputs.bw_input_s[i][k1] - inputs.bw_input_s[i][k0]
+            ratio = saved / max(cost, 1e-15)
+            if saved > 0 and ratio > best_ratio:
+                best_i, best_ratio = i, ratio
+        if best_i < 0:
+            break
+        current[best_i] += 1
+    return Partition(bounds, tuple(order[c] for c in current))
+
+
+def hint_partitions(
+    inputs: PartitionInputs, modes: tuple[RecomputeMode, ...], extra: tuple[int, ...] | None
+) -> tuple[Partition, ...]:
+    """A few heuristic partitions; `extra` is another split to try (e.g. the cost model's
+    balanced one)."""
+    fastest = min(modes, key=lambda m: MODE_INDEX[m])
+    splits = [balanced(inputs, fastest).bounds]
+    if extra is not None and extra not in splits:
+        splits.append(extra)
+    out: list[Partition] = []
+    for bounds in splits:
+        out.append(repaired(inputs, bounds, modes))
+        out.extend(Partition(bounds, (m,) * inputs.num_layers) for m in modes)
+    return tuple(dict.fromkeys(out))

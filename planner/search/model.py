@@ -1,0 +1,392 @@
+"""The CP-SAT model of one configuration: stage boundaries and per-layer recompute.
+
+Data -> variables -> constraints -> objective -> solve -> decode (OR-Tools sample style).
+
+Data. The layer list is cut into *runs* of consecutive identical layers (same numbers in every
+field of PartitionInputs); a Megatron GPT has three: embedding, the decoder blocks, the head.
+Cost and memory only depend on how many layers of each run a stage holds and in which mode,
+never on their order inside the stage, so the model counts layers instead of placing them.
+
+Variables (S = pp * vpp stages, runs g = [a_g, a_g + n_g), allowed modes k):
+    b[s]        first layer of stage s (b[0] = 0, b[S] = L, b[s] + 1 <= b[s+1]: contiguous,
+                ordered, non-empty stages; this also breaks every symmetry of the stage order)
+    c[g, s]     = clamp(b[s] - a_g, 0, n_g): layers of run g before stage s (min/max equalities)
+    y[g, s]     = c[g, s+1] - c[g, s]: layers of run g in stage s
+    z[g, s, k]  layers of run g in stage s with mode k, sum_k z[g, s, k] = y[g, s]
+    e[s, j]     the last layer of stage s lies in p2p segment j (runs merged by equal p2p)
+    T, P        pipeline lower bound and slowest rank's DP-sync + optimizer time (scaled units)
+
+Constraints.
+    memory, per rank r:  sum_{s on r} sum_g floor(static_g) y[g,s]
+                         + sum_k floor(inflight_s * act_{g,k}) z[g,s,k]  <=  cap - fixed
+        (floors make this a relaxation: every partition that fits in floating point is
+        feasible here; a decoded partition that does not fit is cut off by a no-good)
+    post, per rank r:    P >= sum_{s on r} sum_g floor(post_g) y[g,s]
+    path cuts:           T >= sum_s floor(F_P[s] fw + (B_P[s]+W_P[s]) w_weight) y
+                                + floor((B_P[s]+I_P[s]) bw_input_k) z + floor(X_P[s] p2p_j) e
+        one per critical path P collected so far (planner.search.paths): each is a valid
+        lower bound of the simulator's makespan, rounded down.
+    stage split (framework): "first_last" equal layer counts on middle stages, "uniform" equal
+        counts of the main run on every stage.
+    incumbent:           T + P <= K (the best simulated step time, scaled, minus one unit)
+
+Objective given to CP-SAT:  minimise T + P  — a lower bound of the step time
+(simulated pipeline makespan + slowest rank's post time) that tightens as cuts are added;
+planner.search.exact turns it into an exact search.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from ortools.sat.python import cp_model
+
+from planner.cost.partition import MODE_INDEX, PartitionInputs
+from planner.search.partition import Partition
+from planner.search.paths import PathCut
+from planner.specs.base import RecomputeMode
+
+StageSplit = Literal["any", "first_last", "uniform"]
+Key = tuple[str, int, int, int]  # ("y", g, s, 0), ("z", g, s, k), ("e", s, j, 0)
+HORIZON_UNITS = 2**30
+
+
+@dataclass(frozen=True)
+class Run:
+    first: int
+    count: int
+
+
+def layer_runs(inputs: PartitionInputs) -> tuple[Run, ...]:
+    """Maximal runs of consecutive layers with identical numbers."""
+
+    def sig(i: int) -> tuple[object, ...]:
+        return (
+            inputs.fw_s[i],
+            inputs.bw_input_s[i],
+            inputs.bw_weight_s[i],
+            inputs.p2p_s[i],
+            inputs.activation_bytes[i],
+            inputs.static_bytes[i],
+            inputs.post_s[i],
+        )
+
+    runs: list[Run] = []
+    for i in range(inputs.num_layers):
+        if runs and sig(i) == sig(runs[-1].first):
+            runs[-1] = Run(runs[-1].first, runs[-1].count + 1)
+        else:
+            runs.append(Run(i, 1))
+    return tuple(runs)
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    status: Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN"]
+    partition: Partition | None
+    objective_units: int | None
+    wall_time_s: float
+
+
+class PartitionModel:
+    """One configuration's CP-SAT model; cuts and bounds are added between solves."""
+
+    def __init__(
+        self,
+        inputs: PartitionInputs,
+        *,
+        modes: tuple[RecomputeMode, ...],
+        split: StageSplit = "any",
+        horizon_s: float,
+    ) -> None:
+        self.inputs = inputs
+        self.modes = modes
+        self.runs = layer_runs(inputs)
+        self.run_modes = tuple(_undominated(inputs, run.first, modes) for run in self.runs)
+        self.scale = HORIZON_UNITS / max(horizon_s, 1e-30)  # units per second
+        self.model = cp_model.CpModel()
+        self._exprs: dict[Key, cp_model.LinearExprT] = {}
+        self._cuts: list[dict[Key, int]] = []
+        self._post: list[dict[Key, int]] = []
+        self._build(split)
+
+    # ---- variables and constraints ------------------------------------------------------
+    def _build(self, split: StageSplit) -> None:
+        m, inp = self.model, self.inputs
+        n_layers, n_st = inp.num_layers, inp.num_stages
+        self.b: list[cp_model.IntVar] = [m.new_constant(0)]
+        for s in range(1, n_st):
+            self.b.append(m.new_int_var(s, n_layers - n_st + s, f"b_{s}"))
+        self.b.append(m.new_constant(n_layers))
+        for s in range(n_st):
+            m.add(self.b[s] + 1 <= self.b[s + 1])
+        self._z_vars: dict[Key, cp_model.IntVar] = {}
+        for g, run in enumerate(self.runs):
+            c = [self._clamp(self.b[s], run, s) for s in range(n_st + 1)]
+            for s in range(n_st):
+                lo, hi = s, n_layers - n_st + s  # layers stage s may hold
+                if run.first > hi or run.first + run.count - 1 < lo:
+                    continue
+                y = c[s + 1] - c[s]
+                self._exprs[("y", g, s, 0)] = y
+                kept = self.run_modes[g]
+                if len(kept) == 1:
+                    self._exprs[("z", g, s, MODE_INDEX[kept[0]])] = y
+                    continue
+                zs = []
+                for mode in kept:
+                    k = MODE_INDEX[mode]
+                    z = m.new_int_var(0, run.count, f"z_{g}_{s}_{k}")
+                    self._exprs[("z", g, s, k)] = z
+                    self._z_vars[("z", g, s, k)] = z
+                    zs.append(z)
+                m.add(sum(zs) == y)
+        self._build_p2p()
+        self._build_memory()
+        self._build_post()
+        self._build_split(split)
+        h = HORIZON_UNITS
+        self.t = m.new_int_var(0, 4 * h, "T")
+        self.p = m.new_int_var(0, 4 * h, "P")
+        for r in range(inp.pp):
+            m.add(self.p >= self._linear(self._post[r]))
+        m.minimize(self.t + self.p)
+
+    def _clamp(self, b: cp_model.IntVar, run: Run, s: int) -> cp_model.LinearExprT:
+        lo, hi = _domain(b)
+        if hi <= run.first:
+            return 0
+        if lo >= run.first + run.count:
+            return run.count
+        if run.count == 1:
+            v = self.model.new_bool_var(f"c_{run.first}_{s}")
+            self.model.add(b >= run.first + 1).only_enforce_if(v)
+            self.model.add(b <= run.first).only_enforce_if(~v)
+            return v
+        u = self.model.new_int_var(0, max(0, hi - run.first), f"u_{run.first}_{s}")
+        self.model.add_max_equality(u, [b - run.first, 0])
+        c = self.model.new_int_var(0, run.count, f"c_{run.first}_{s}")
+        self.model.add_min_equality(c, [u, run.count])
+        return c
+
+    def _build_p2p(self) -> None:
+        inp = self.inputs
+        segments: list[tuple[int, int, float]] = []  # [lo, hi) layers with one p2p value
+        for i, v in enumerate(inp.p2p_s):
+            if segments and segments[-1][2] == v:
+                segments[-1] = (segments[-1][0], i + 1, v)
+            else:
+                segments.append((i, i + 1, v))
+        self.p2p_segments = tuple(segments)
+        n_st = inp.num_stages
+        for s in range(n_st - 1):
+            nb = self.b[s + 1]  # last layer of stage s is nb - 1
+            lo, hi = _domain(nb)
+            live = [
+                j for j, (a, e, _) in enumerate(segments) if a + 1 <= hi and e >= lo
+            ]
+            if len(live) == 1:
+                self._exprs[("e", s, live[0], 0)] = 1
+                continue
+            bools = []
+            for j in live:
+                a, e, _ = segments[j]
+                v = self.model.new_bool_var(f"e_{s}_{j}")
+                self.model.add(nb >= a + 1).only_enforce_if(v)
+                self.model.add(nb <= e).only_enforce_if(v)
+                self._exprs[("e", s, j, 0)] = v
+                bools.append(v)
+            self.model.add_exactly_one(bools)
+
+    def _stage_terms(self, s: int) -> list[tuple[int, int]]:
+        """(run, mode index) pairs with a variable in stage s."""
+        return [(g, k) for (kind, g, st, k) in self._exprs if kind == "z" and st == s]
+
+    def _build_memory(self) -> None:
+        inp = self.inputs
+        # Bytes in units of 2^-40 of the largest possible rank footprint, rounded down.
+        most = inp.fixed_bytes + sum(inp.static_bytes)
+        most += max(inp.inflight, default=0) * sum(max(a) for a in inp.activation_bytes)
+        unit = HORIZON_UNITS / max(most, inp.cap_bytes, 1e-30)
+        room = math.floor((inp.cap_bytes - inp.fixed_bytes) * unit)
+        for r in range(inp.pp):
+            coefs: dict[Key, int] = {}
+            for s in range(inp.num_stages):
+                if inp.stage_rank[s] != r:
+                    continue
+                for g, k in self._stage_terms(s):
+                    first = self.runs[g].first
+                    act = math.floor(inp.inflight[s] * inp.activation_bytes[first][k] * unit)
+                    _add(coefs, ("z", g, s, k), act)
+                    if ("y", g, s, 0) not in coefs:
+                        coefs[("y", g, s, 0)] = math.floor(inp.static_bytes[first] * unit)
+            self.model.add(self._linear(coefs) <= room)
+
+    def _build_post(self) -> None:
+        inp = self.inputs
+        for r in range(inp.pp):
+            coefs: dict[Key, int] = {}
+            for key in self._exprs:
+                kind, g, s, _ = key
+                if kind == "y" and inp.stage_rank[s] == r:
+                    coefs[key] = math.floor(inp.post_s[self.runs[g].first] * self.scale)
+            self._post.append(coefs)
+
+    def _build_split(self, split: StageSplit) -> None:
+        n_st = self.inputs.num_stages
+        if split == "first_last" and n_st >= 4:
+            size = [self.b[s + 1] - self.b[s] for s in range(1, n_st - 1)]
+            for s in range(1, len(size)):
+                self.model.add(size[s] == size[0])
+        elif split == "uniform" and n_st >= 2:
+            main = max(range(len(self.runs)), key=lambda g: self.runs[g].count)
+            ys = [self._exprs.get(("y", main, s, 0), 0) for s in range(n_st)]
+            for s in range(1, n_st):
+                self.model.add(ys[s] == ys[0])
+
+    def _linear(self, coefs: dict[Key, int]) -> cp_model.LinearExprT:
+        return sum(c * self._exprs[k] for k, c in coefs.items() if c)
+
+    # ---- cuts, bounds, hints --------------------------------------------------------------
+    def add_path_cut(self, cut: PathCut) -> None:
+        """T >= the path's length, every coefficient rounded down (a valid lower bound)."""
+        inp, sc = self.inputs, self.scale
+        coefs: dict[Key, int] = {}
+        for kind, g, s, k in self._exprs:
+            if kind == "y":
+                first = self.runs[g].first
+                v = cut.f[s] * inp.fw_s[first] + (cut.b[s] + cut.w[s]) * inp.bw_weight_s[first]
+                coefs[(kind, g, s, k)] = math.floor(v * sc)
+            elif kind == "z":
+                first = self.runs[g].first
+                v = (cut.b[s] + cut.i[s]) * inp.bw_input_s[first][k]
+                _add(coefs, (kind, g, s, k), math.floor(v * sc))
+            else:  # "e": g is the boundary index s, s the segment j
+                v = cut.x[g] * self.p2p_segments[s][2]
+                coefs[(kind, g, s, k)] = math.floor(v * sc)
+        self._cuts.append(coefs)
+        self.model.add(self.t >= self._linear(coefs))
+
+    def add_objective_bound(self, units: int) -> None:
+        self.model.add(self.t + self.p <= units)
+
+    def lower_bound_units(self, part: Partition) -> int:
+        """The model's current integer lower bound T + P for a given partition."""
+        values = self.assignment(part)
+
+        def val(coefs: dict[Key, int]) -> int:
+            return sum(c * values.get(k, 0) for k, c in coefs.items())
+
+        t = max((val(c) for c in self._cuts), default=0)
+        return t + max(val(c) for c in self._post)
+
+    def assignment(self, part: Partition) -> dict[Key, int]:
+        values: dict[Key, int] = {}
+        for key in self._exprs:
+            kind, g, s, k = key
+            if kind == "e":
+                last = part.bounds[g + 1] - 1
+                lo, hi, _ = self.p2p_segments[s]
+                values[key] = int(lo <= last < hi)
+                continue
+            run = self.runs[g]
+            layers = range(
+                max(run.first, part.bounds[s]), min(run.first + run.count, part.bounds[s + 1])
+            )
+            if kind == "y":
+                values[key] = len(layers)
+            else:
+                values[key] = sum(1 for i in layers if MODE_INDEX[part.modes[i]] == k)
+        return values
+
+    def add_hint(self, part: Partition) -> None:
+        self.model.clear_hints()
+        for s in range(1, self.inputs.num_stages):
+            self.model.add_hint(self.b[s], part.bounds[s])
+        values = self.assignment(part)
+        for key, var in self._z_vars.items():
+            self.model.add_hint(var, values[key])
+
+    def add_no_good(self, part: Partition) -> None:
+        """Exclude exactly this partition (boundaries and mode counts)."""
+        values = self.assignment(part)
+        lits = []
+        pairs: list[tuple[cp_model.IntVar, int]] = [
+            (self.b[s], part.bounds[s]) for s in range(1, self.inputs.num_stages)
+        ]
+        pairs += [(var, values[key]) for key, var in self._z_vars.items()]
+        for var, value in pairs:
+            lit = self.model.new_bool_var("")
+            self.model.add(var != value).only_enforce_if(lit)
+            lits.append(lit)
+        self.model.add_bool_or(lits)
+
+    # ---- solve and decode -------------------------------------------------------------------
+    def solve(self, *, time_limit_s: float, workers: int, seed: int) -> SolveOutcome:
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(time_limit_s, 0.001)
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = seed
+        code = solver.solve(self.model)
+        name = solver.status_name(code)
+        if name == "MODEL_INVALID":
+            raise RuntimeError(f"invalid CP-SAT model: {self.model.validate()}")
+        status: Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN"] = (
+            name if name in ("OPTIMAL", "FEASIBLE", "INFEASIBLE") else "UNKNOWN"  # type: ignore[assignment]
+        )
+        if status in ("INFEASIBLE", "UNKNOWN"):
+            return SolveOutcome(status, None, None, solver.wall_time)
+        return SolveOutcome(
+            status, self._decode(solver), int(solver.objective_value), solver.wall_time
+        )
+
+    def _decode(self, solver: cp_model.CpSolver) -> Partition:
+        inp = self.inputs
+        bounds = tuple(int(solver.value(v)) for v in self.b)
+        modes: list[RecomputeMode] = [self.modes[0]] * inp.num_layers
+        for g, run in enumerate(self.runs):
+            for i in range(run.first, run.first + run.count):
+                modes[i] = self.run_modes[g][0]
+        if len(self.modes) > 1:
+            for g, run in enumerate(self.runs):
+                for s in range(inp.num_stages):
+                    first = max(run.first, bounds[s])
+                    end = min(run.first + run.count, bounds[s + 1])
+                    i = first
+                    for mode in self.run_modes[g]:
+                        expr = self._exprs.get(("z", g, s, MODE_INDEX[mode]))
+                        count = int(solver.value(expr)) if expr is not None else 0
+                        for _ in range(count):
+                            if i < end:
+                                modes[i] = mode
+                                i += 1
+        return Partition(bounds=bounds, modes=tuple(modes))
+
+
+def _add(coefs: dict[Key, int], key: Key, value: int) -> None:
+    coefs[key] = coefs.get(key, 0) + value
+
+
+def _domain(var: cp_model.IntVar) -> tuple[int, int]:
+    """(min, max) of a variable's domain (the proto view does not support negative indices)."""
+    d = list(var.proto.domain)
+    return d[0], d[-1]
+
+
+def _undominated(
+    inputs: PartitionInputs, layer: int, modes: tuple[RecomputeMode, ...]
+) -> tuple[RecomputeMode, ...]:
+    """The modes of a layer that no other allowed mode beats in both backward time and
+    activation bytes (ties keep the first): switching a layer to a dominating mode never
+    lengthens any stage or grows any rank, so the optimum is among the undominated ones."""
+    bw, act = inputs.bw_input_s[layer], inputs.activation_bytes[layer]
+
+    def beats(a: RecomputeMode, b: RecomputeMode) -> bool:
+        ka, kb = MODE_INDEX[a], MODE_INDEX[b]
+        if bw[ka] <= bw[kb] and act[ka] <= act[kb]:
+            return (bw[ka], act[ka]) != (bw[kb], act[kb]) or modes.index(a) < modes.index(b)
+        return False
+
+    return tuple(b for b in modes if not any(beats(a, b) for a in modes if a != b))

@@ -1,0 +1,129 @@
+"""Critical paths of a simulated schedule, as linear functions of the stage durations.
+
+The simulator's makespan is a longest path through the schedule's dependency graph (the
+per-rank order plus the data dependencies of `planner.schedules.validate`), so it equals
+
+    makespan(d) = max over paths P of  sum_s (F_P[s] fw_s + B_P[s] bw_s + I_P[s] (bw_s - w_s)
+                                              + W_P[s] w_s) + sum_i X_P[i] p2p_i
+
+where the counts F_P, B_P, I_P, W_P, X_P say how often P passes each stage's actions and each
+boundary. Every single path is a valid lower bound of the makespan for *every* duration vector;
+the search adds the critical path of each partition it evaluates as a cut to its CP-SAT model.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+from planner.schedules import Schedule, StageDurations
+from planner.schedules.validate import KIND_INDEX, execution_order
+
+_F, _B, _I, _W = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class PathCut:
+    """How often a path visits each stage's F, B, I, W actions and each boundary's p2p."""
+
+    f: tuple[int, ...]
+    b: tuple[int, ...]
+    i: tuple[int, ...]
+    w: tuple[int, ...]
+    x: tuple[int, ...]  # per boundary (num_stages - 1)
+
+    def length_s(self, d: StageDurations) -> float:
+        total = 0.0
+        for s in range(len(self.f)):
+            total += self.f[s] * d.fw_s[s] + self.b[s] * d.bw_s[s]
+            total += self.i[s] * (d.bw_s[s] - d.w_s[s]) + self.w[s] * d.w_s[s]
+        for k, c in enumerate(self.x):
+            total += c * d.p2p_s[k]
+        return total
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    # per action in topological order: (rank, stage, kind, dep1, boundary1, dep2, boundary2)
+    ops: tuple[tuple[int, int, int, int, int, int, int], ...]
+    num_stages: int
+    pp: int
+
+
+_CACHE: dict[int, _Compiled] = {}
+
+
+def _compile(schedule: Schedule) -> _Compiled:
+    key = id(schedule)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    order = execution_order(schedule)
+    position = {cell: i for i, cell in enumerate(order.cells)}
+    ops = []
+    for cell in order.cells:
+        rank, step = cell
+        a = schedule.orders[rank][step]
+        deps = [(position[d.cell], d.boundary) for d in order.deps[cell]]
+        deps += [(-1, -1)] * (2 - len(deps))
+        (d1, b1), (d2, b2) = deps
+        ops.append((rank, a.stage, KIND_INDEX[a.kind], d1, b1, d2, b2))
+    compiled = _Compiled(tuple(ops), schedule.num_stages, schedule.pp)
+    _CACHE[key] = compiled
+    weakref.finalize(schedule, _CACHE.pop, key, None)
+    return compiled
+
+
+def critical_path(schedule: Schedule, d: StageDurations) -> tuple[float, PathCut]:
+    """The makespan and one longest path of `schedule` under durations `d`."""
+    c = _compile(schedule)
+    n_st = c.num_stages
+    dur = [
+        list(d.fw_s),
+        list(d.bw_s),
+        [b - w for b, w in zip(d.bw_s, d.w_s, strict=True)],
+        list(d.w_s),
+    ]
+    lag = list(d.p2p_s)
+    n = len(c.ops)
+    end = [0.0] * n
+    pred = [-1] * n  # predecessor on the longest path
+    pred_boundary = [-1] * n
+    last_on_rank = [-1] * c.pp
+    free = [0.0] * c.pp
+    for idx, (rank, stage, kind, d1, b1, d2, b2) in enumerate(c.ops):
+        t = free[rank]
+        p, pb = last_on_rank[rank], -1
+        if d1 >= 0:
+            ready = end[d1] + (lag[b1] if b1 >= 0 else 0.0)
+            if ready > t:
+                t, p, pb = ready, d1, b1
+        if d2 >= 0:
+            ready = end[d2] + (lag[b2] if b2 >= 0 else 0.0)
+            if ready > t:
+                t, p, pb = ready, d2, b2
+        end[idx] = free[rank] = t + dur[kind][stage]
+        pred[idx], pred_boundary[idx] = p, pb
+        last_on_rank[rank] = idx
+    counts = [[0] * n_st for _ in range(4)]
+    x = [0] * max(0, n_st - 1)
+    cur = max(range(n), key=end.__getitem__)
+    makespan = end[cur]
+    while cur >= 0:
+        _, stage, kind, *_ = c.ops[cur]
+        counts[kind][stage] += 1
+        if pred_boundary[cur] >= 0:
+            x[pred_boundary[cur]] += 1
+        cur = pred[cur]
+    f, b, i, w = (tuple(v) for v in counts)
+    return makespan, PathCut(f=f, b=b, i=i, w=w, x=tuple(x))
+
+
+def rank_chain(schedule: Schedule, rank: int) -> PathCut:
+    """The path through all of one rank's actions in order (its busy time)."""
+    n_st = schedule.num_stages
+    counts = [[0] * n_st for _ in range(4)]
+    for a in schedule.orders[rank]:
+        counts[KIND_INDEX[a.kind]][a.stage] += 1
+    f, b, i, w = (tuple(v) for v in counts)
+    return PathCut(f=f, b=b, i=i, w=w, x=(0,) * max(0, n_st - 1))

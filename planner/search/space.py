@@ -1,0 +1,162 @@
+"""The discrete search space: (tp, pp, dp), vpp, schedule, micro-batch size, ZeRO, sequence
+parallel and the allowed recompute modes — every fixed choice except the stage partition.
+
+Rules (issue 3; torch's schedule constraints from REFERENCE.md):
+- tp * pp * dp = num_gpus; tp divides the attention and kv heads (when the shapes are known);
+  tp stays inside a node unless constraints.tp_across_nodes; pp * vpp <= layers.
+- gpipe, 1f1b, zb-h1: vpp = 1; interleaved-1f1b: pp >= 2, vpp >= 2 and
+  m % max(1, m // pp) == 0; zbv: exactly vpp = 2. With pp = 1 the schedules coincide in time,
+  so only one is kept (1f1b when allowed: it holds one micro-batch, GPipe holds m).
+- micro-batch size divides global_batch / dp (m = global_batch / (dp * mbs)).
+- ZeRO 0 or 1; 2 and 3 only with pp = 1 (DeepSpeed refuses ZeRO-2/3 with pipelining).
+- sequence parallel whenever tp > 1 (same communication volume, less activation memory),
+  unless constraints.sequence_parallel says otherwise.
+- recompute: per layer among the allowed modes; a single mode for all layers when
+  constraints.uniform_recompute or the framework cannot mix modes (then one configuration per
+  mode).
+Every constraint of the request, and the framework's capabilities, narrow this space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.launch.capabilities import capabilities
+from planner.search.model import StageSplit
+from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, RecomputeMode, ScheduleName
+from planner.specs.request import Candidate, PlanRequest
+
+
+@dataclass(frozen=True)
+class Config:
+    tp: int
+    pp: int
+    dp: int
+    vpp: int
+    schedule: ScheduleName
+    micro_batch_size: int
+    num_microbatches: int
+    zero_stage: int
+    sequence_parallel: bool
+    modes: tuple[RecomputeMode, ...]  # allowed per-layer modes (one: uniform recompute)
+
+    def candidate(self) -> Candidate:
+        return Candidate(
+            tp=self.tp,
+            pp=self.pp,
+            dp=self.dp,
+            vpp=self.vpp,
+            schedule=self.schedule,
+            micro_batch_size=self.micro_batch_size,
+            zero_stage=self.zero_stage,
+            sequence_parallel=self.sequence_parallel,
+            recompute=self.modes[0] if len(self.modes) == 1 else "none",
+        )
+
+    @property
+    def family(self) -> tuple[int, int, int, int, str]:
+        """What alternatives must differ in: degrees or schedule."""
+        return (self.tp, self.pp, self.dp, self.vpp, self.schedule)
+
+    def describe(self) -> str:
+        text = f"tp={self.tp} x pp={self.pp} x dp={self.dp}, {self.schedule}"
+        if self.vpp > 1:
+            text += f" vpp={self.vpp}"
+        text += f", mbs={self.micro_batch_size} (m={self.num_microbatches})"
+        if self.zero_stage:
+            text += f", ZeRO-{self.zero_stage}"
+        if len(self.modes) == 1:
+            text += f", recompute {self.modes[0]}"
+        return text
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def stage_split(request: PlanRequest) -> StageSplit:
+    fw = request.constraints.framework
+    return capabilities(fw).stage_split if fw is not None else "any"
+
+
+def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
+    """Every configuration the request allows, in a fixed order."""
+    cons, cluster = request.constraints, request.cluster
+    caps = capabilities(cons.framework) if cons.framework is not None else None
+    n, per_node = cluster.num_gpus, cluster.gpus_per_node
+    b = request.training.global_batch_size
+    heads = (request.arch.num_attention_heads, request.arch.kv_heads) if request.arch else None
+
+    schedules = [s for s in SCHEDULES if cons.schedules is None or s in cons.schedules]
+    if caps is not None:
+        schedules = [s for s in schedules if s in caps.schedules]
+    modes: tuple[RecomputeMode, ...] = tuple(
+        m
+        for m in RECOMPUTE_MODES
+        if (cons.recompute is None or m in cons.recompute)
+        and (caps is None or m in caps.recompute_modes)
+    )
+    uniform = cons.uniform_recompute or (caps is not None and not caps.per_layer_recompute)
+    mode_sets = [(m,) for m in modes] if uniform else [modes]
+    max_vpp = caps.max_vpp if caps is not None else num_layers
+
+    out: list[Config] = []
+    for tp in _divisors(n):
+        if cons.tp is not None and tp not in cons.tp:
+            continue
+        if heads is not None and (heads[0] % tp or heads[1] % tp):
+            continue
+        if n > per_node and (tp > per_node or per_node % tp) and not cons.tp_across_nodes:
+            continue
+        sps = [False] if tp == 1 else [cons.sequence_parallel is not False]
+        for pp in _divisors(n // tp):
+            if pp > num_layers or (cons.pp is not None and pp not in cons.pp):
+                continue
+            dp = n // (tp * pp)
+            if cons.dp is not None and dp not in cons.dp:
+                continue
+            if b % dp:
+                continue
+            zeros = [0, 1] + ([2, 3] if pp == 1 else [])
+            if cons.zero_stages is not None:
+                zeros = [z for z in zeros if z in cons.zero_stages]
+            if caps is not None:
+                allowed = caps.zero_stages if pp == 1 else caps.zero_stages_with_pp
+                zeros = [z for z in zeros if z in allowed]
+            for mbs in _divisors(b // dp):
+                if cons.micro_batch_sizes is not None and mbs not in cons.micro_batch_sizes:
+                    continue
+                m = b // (dp * mbs)
+                for sched, vpp in _schedule_vpps(schedules, pp, m, num_layers, max_vpp, cons.vpp):
+                    for z in zeros:
+                        for sp in sps:
+                            for ms in mode_sets:
+                                out.append(Config(tp, pp, dp, vpp, sched, mbs, m, z, sp, ms))
+    return out
+
+
+def _schedule_vpps(
+    schedules: list[ScheduleName],
+    pp: int,
+    m: int,
+    num_layers: int,
+    max_vpp: int,
+    vpp_allowed: tuple[int, ...] | None,
+) -> list[tuple[ScheduleName, int]]:
+    def ok(v: int) -> bool:
+        return pp * v <= num_layers and v <= max_vpp and (vpp_allowed is None or v in vpp_allowed)
+
+    out: list[tuple[ScheduleName, int]] = []
+    if pp == 1:
+        flat = [s for s in ("1f1b", "zb-h1", "gpipe") if s in schedules]
+        return [(flat[0], 1)] if flat and ok(1) else []
+    for s in schedules:
+        if s in ("gpipe", "1f1b", "zb-h1"):
+            if ok(1):
+                out.append((s, 1))
+        elif s == "zbv":
+            if ok(2):
+                out.append((s, 2))
+        elif m % max(1, m // pp) == 0:
+            out.extend((s, v) for v in range(2, num_layers // pp + 1) if ok(v))
+    return out

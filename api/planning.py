@@ -218,7 +218,7 @@ def run_search(request: PlanRequest, *, max_time_limit_s: float) -> dict[str, An
         request = request.model_copy(
             update={"search": request.search.model_copy(update={"time_limit_s": limit})}
         )
-    result = search(request)
+    result = search(request, clock=time.monotonic)  # the limit covers the whole search
     doc: dict[str, Any] = result.model_dump(mode="json")
     return doc
 

@@ -58,8 +58,12 @@ def search(
     stats = SearchStats(
         mode=request.search.mode,
         status="OPTIMAL" if out.status == "OPTIMAL" else "FEASIBLE",
-        candidates_considered=len(out.entries) + out.invalid,
-        candidates_pruned=verdicts["memory"] + verdicts["pruned"] + out.invalid,
+        candidates_considered=out.num_configs,
+        candidates_pruned=verdicts["memory"]
+        + verdicts["pruned"]
+        + out.invalid
+        + out.group_pruned
+        + out.group_time_pruned,
         solver_calls=out.solver_calls,
         wall_time_s=out.elapsed_s,
         time_limit_s=request.search.time_limit_s,
@@ -68,7 +72,9 @@ def search(
             "pruned_by_memory_floor": verdicts["memory"],
             "pruned_by_time_floor": verdicts["pruned"],
             "rejected_by_checks": out.invalid,
-            "skipped_at_time_limit": verdicts["timeout"],
+            "pruned_by_group_memory_floor": out.group_pruned,
+            "pruned_by_group_time_floor": out.group_time_pruned,
+            "skipped_at_time_limit": verdicts["timeout"] + out.skipped,
             "path_cuts": out.cuts,
             "clock": "caller" if clock is not None else "cp-sat solve time",
         },

@@ -42,3 +42,16 @@ def time_floor_s(inputs: PartitionInputs) -> float:
         fill = 1.0 - (1.0 - 1.0 / m) ** pp
         pipeline = max(pipeline, w / fill)
     return pipeline + sum(inputs.post_s) / pp
+
+
+def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
+    """Valid for every schedule and vpp of the same (tp, pp, dp, mbs, ZeRO, sp): each stage
+    holds at least one micro-batch's activations."""
+    static = sum(inputs.static_bytes)
+    act = sum(min(a) for a in inputs.activation_bytes)
+    return inputs.fixed_bytes + (static + act) / inputs.pp
+
+
+def group_time_floor_s(inputs: PartitionInputs) -> float:
+    w = work_s(inputs)
+    return max(inputs.num_microbatches * w / inputs.pp, w)

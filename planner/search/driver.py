@@ -25,10 +25,16 @@ from dataclasses import dataclass, field
 from planner.cost import PartitionInputs, balanced_bounds, partition_inputs, resolve_costs
 from planner.cost.source import CostSource
 from planner.errors import SpecError
-from planner.search.bounds import memory_floor_bytes, time_floor_s
+from planner.search.bounds import (
+    group_memory_floor_bytes,
+    group_time_floor_s,
+    memory_floor_bytes,
+    time_floor_s,
+)
 from planner.search.exact import REL_TOL, ConfigResult, Scored, solve_config
-from planner.search.exhaustive import MAX_PARTITIONS, exhaustive_config, space_size
+from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions
+from planner.search.model import StageSplit
 from planner.search.partition import score
 from planner.search.space import Config, enumerate_configs, stage_split
 from planner.specs.request import PlanRequest
@@ -53,6 +59,11 @@ class Outcome:
     cuts: int = 0
     elapsed_s: float = 0.0
     invalid: int = 0
+    group_pruned: int = 0  # configurations pruned with their group's memory floor
+    group_memory_floor: float = float("inf")
+    skipped: int = 0  # configurations left unvisited at the time limit
+    num_configs: int = 0
+    group_time_pruned: int = 0  # configurations pruned with their group's time floor
     source: CostSource | None = None
     families: dict[tuple[int, int, int, int, str], tuple[Entry, Scored]] = field(
         default_factory=dict
@@ -75,86 +86,143 @@ def run_search(
     num_layers = len(src.layers)
     configs = enumerate_configs(request, num_layers=num_layers)
     start = clock() if clock is not None else 0.0
-    exhaustive = request.search.mode == "exhaustive"
     split = stage_split(request)
-    out = Outcome(entries=[], best=None, status="OPTIMAL", source=src)
+    out = Outcome(entries=[], best=None, status="OPTIMAL", source=src, num_configs=len(configs))
     solver_s = 0.0
 
     def elapsed() -> float:
         return clock() - start if clock is not None else solver_s
 
+    groups: dict[tuple[object, ...], list[Config]] = {}
     for cfg in configs:
-        try:
-            inputs = partition_inputs(request, cfg.candidate(), source=src)
-        except SpecError:
-            out.invalid += 1  # e.g. a schedule torch cannot run with this m
-            continue
-        out.entries.append(
-            Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
-        )
-    if exhaustive:
-        total = sum(space_size(e.inputs, e.config.modes) for e in out.entries)
-        if total > 20 * MAX_PARTITIONS:
-            raise SpecError(
-                "search.mode",
-                "exhaustive",
-                f"{total} partitions over {len(out.entries)} configurations exceed the "
-                f"exhaustive limit of {20 * MAX_PARTITIONS}; use mode 'optimal'",
-            )
-    order = sorted(out.entries, key=lambda e: (e.time_floor_s, e.memory_floor_bytes))
+        key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
+        groups.setdefault((*key, cfg.sequence_parallel, cfg.modes), []).append(cfg)
+    ranked: list[tuple[float, float, list[Config]]] = []
+    for members in groups.values():
+        floors = _group_floors(request, src, members)
+        if floors is None:
+            ranked.append((0.0, 0.0, members))
+        elif floors[0] > request.memory_cap_bytes:
+            out.group_pruned += len(members)
+            out.group_memory_floor = min(out.group_memory_floor, floors[0])
+        else:
+            ranked.append((floors[1], floors[0], members))
+    ranked.sort(key=lambda g: (g[0], g[1]))
     limit = request.search.time_limit_s
-    for done, entry in enumerate(order):
+    for done, (group_floor, _, members) in enumerate(ranked):
         if on_progress is not None:
-            on_progress(done / max(1, len(order)))
-        inputs, cfg = entry.inputs, entry.config
-        if entry.memory_floor_bytes > inputs.cap_bytes:
-            entry.verdict = "memory"
-            continue
+            on_progress(done / max(1, len(ranked)))
         best = out.best
         if (
             request.objective == "time"
             and best is not None
-            and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
+            and group_floor >= best[1].score.step_time_s * (1 - REL_TOL)
         ):
-            entry.verdict = "pruned"
+            out.group_time_pruned += len(members)
             continue
-        left = limit - elapsed()
-        extra = tuple(lo for lo, _ in balanced_bounds(num_layers, inputs.num_stages))
-        hints = hint_partitions(inputs, cfg.modes, (*extra, num_layers))
-        if left <= 0:
+        if best is not None and elapsed() >= limit:
             out.status = "FEASIBLE"
-            entry.verdict = "timeout"
-            if best is None:  # never return nothing: score the heuristics
-                for h in hints:
-                    _offer(request, out, entry, Scored(h, score(inputs, h)))
+            out.skipped += len(members)
             continue
-        if exhaustive:
-            res = exhaustive_config(inputs, modes=cfg.modes, split=split)
-        else:
-            bound = best[1].score.step_time_s if best and request.objective == "time" else None
-            res = solve_config(
-                inputs,
-                modes=cfg.modes,
-                split=split,
-                bound_s=bound,
-                hints=tuple(h for h in hints if _split_ok(h.bounds, split, inputs)),
-                time_limit_s=left,
-                workers=request.search.workers,
-                seed=request.search.seed,
+        entries = []
+        for cfg in members:
+            try:
+                inputs = partition_inputs(request, cfg.candidate(), source=src)
+            except SpecError:
+                out.invalid += 1  # e.g. a schedule torch cannot run with this m
+                continue
+            entries.append(Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs)))
+        entries.sort(key=lambda e: (e.time_floor_s, e.memory_floor_bytes))
+        out.entries.extend(entries)
+        for entry in entries:
+            solver_s += _visit(
+                request, out, entry, split, num_layers, lambda: limit - elapsed()
             )
-            solver_s += res.solver_wall_s
-        entry.result, entry.verdict = res, "solved"
-        out.solver_calls += res.solver_calls
-        out.cuts += res.cuts
-        if res.status in ("FEASIBLE", "UNKNOWN"):
-            out.status = "FEASIBLE"
-        for sc in (res.best, *res.evaluated):
-            if sc is not None and sc.score.feasible:
-                _offer(request, out, entry, sc)
     if on_progress is not None:
         on_progress(1.0)
     out.elapsed_s = elapsed()
     return out
+
+
+def _visit(
+    request: PlanRequest,
+    out: Outcome,
+    entry: Entry,
+    split: StageSplit,
+    n: int,
+    time_left: Callable[[], float],
+) -> float:
+    """Bound, then solve one configuration; returns the CP-SAT time spent."""
+    inputs, cfg = entry.inputs, entry.config
+    if entry.memory_floor_bytes > inputs.cap_bytes:
+        entry.verdict = "memory"
+        return 0.0
+    best = out.best
+    if (
+        request.objective == "time"
+        and best is not None
+        and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
+    ):
+        entry.verdict = "pruned"
+        return 0.0
+    extra = tuple(lo for lo, _ in balanced_bounds(n, inputs.num_stages))
+    hints = hint_partitions(inputs, cfg.modes, (*extra, n))
+    left = time_left()
+    if left <= 0:
+        out.status = "FEASIBLE"
+        entry.verdict = "timeout"
+        if best is None:  # never return nothing: score the heuristics
+            for h in hints:
+                _offer(request, out, entry, Scored(h, score(inputs, h)))
+        return 0.0
+    if request.search.mode == "exhaustive":
+        res = exhaustive_config(inputs, modes=cfg.modes, split=split)
+    else:
+        bound = best[1].score.step_time_s if best and request.objective == "time" else None
+        res = solve_config(
+            inputs,
+            modes=cfg.modes,
+            split=split,
+            bound_s=bound,
+            hints=tuple(h for h in hints if _split_ok(h.bounds, split, inputs)),
+            time_limit_s=left,
+            workers=request.search.workers,
+            seed=request.search.seed,
+            time_left=time_left,
+        )
+    entry.result, entry.verdict = res, "solved"
+    out.solver_calls += res.solver_calls
+    out.cuts += res.cuts
+    if res.status in ("FEASIBLE", "UNKNOWN"):
+        out.status = "FEASIBLE"
+    for sc in (res.best, *res.evaluated):
+        if sc is not None and sc.score.feasible:
+            _offer(request, out, entry, sc)
+    return res.solver_wall_s
+
+
+def _group_floors(
+    request: PlanRequest, src: CostSource, members: list[Config]
+) -> tuple[float, float] | None:
+    """Schedule-independent (memory, time) floors of configurations sharing (tp, pp, dp, mbs,
+    ZeRO, sp, modes), from one or two representatives (zbv puts the first and last stage on one
+    rank, which changes a tied head's bytes, so it gets its own)."""
+    reps = [
+        next((c for c in members if c.schedule != "zbv"), None),
+        next((c for c in members if c.schedule == "zbv"), None),
+    ]
+    floors = []
+    for rep in reps:
+        if rep is None:
+            continue
+        try:
+            rin = partition_inputs(request, rep.candidate(), source=src)
+        except SpecError:
+            continue
+        floors.append((group_memory_floor_bytes(rin), group_time_floor_s(rin)))
+    if not floors:
+        return None
+    return min(f[0] for f in floors), min(f[1] for f in floors)
 
 
 def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None:

@@ -23,6 +23,7 @@ time (the planning core reads no clock).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -80,36 +81,48 @@ def solve_config(
     workers: int = 2,
     seed: int = 0,
     neighbours: bool = True,
+    time_left: Callable[[], float] | None = None,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably."""
     sched = schedule_of(inputs)
-    model = PartitionModel(inputs, modes=modes, split=split, horizon_s=horizon_s(inputs))
     result = ConfigResult(status="UNKNOWN", best=None)
+    scored_hints = [Scored(h, score(inputs, h)) for h in hints]
+    reference = min((sc.score.step_time_s for sc in scored_hints), default=None)
+    model = PartitionModel(
+        inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
+    )
     for r in range(inputs.pp):
         model.add_path_cut(rank_chain(sched, r))
         result.cuts += 1
 
-    def consider(part: Partition) -> Scored:
-        sc = score(inputs, part)
+    def consider(part: Partition, known: Scored | None = None) -> Scored:
+        scored = known if known is not None else Scored(part, score(inputs, part))
+        sc = scored.score
         _, cut = critical_path(sched, durations_of(sc))
         model.add_path_cut(cut)
         result.cuts += 1
-        scored = Scored(part, sc)
         result.evaluated.append(scored)
         if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):
             result.best = scored
         return scored
 
-    for hint in hints:
-        consider(hint)
+    for known in scored_hints:
+        consider(known.partition, known)
     budget = time_limit_s
+
+    def left() -> float:
+        return min(budget, time_left()) if time_left is not None else budget
+
     while True:
+        if left() <= 0:
+            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
+            return result
         limit = _bound(bound_s, result.best)
         if limit is not None:
             model.add_objective_bound(_units(limit, model.scale))
         if result.best is not None:
             model.add_hint(result.best.partition)
-        out = model.solve(time_limit_s=budget, workers=workers, seed=seed)
+        out = model.solve(time_limit_s=left(), workers=workers, seed=seed)
         result.solver_calls += 1
         result.solver_wall_s += out.wall_time_s
         budget -= out.wall_time_s
@@ -129,6 +142,8 @@ def solve_config(
         scored = consider(out.partition)
         if neighbours:
             for near in _neighbours(out.partition):
+                if left() <= 0:
+                    break
                 consider(near)
         limit = _bound(bound_s, result.best)
         if not scored.score.feasible or (
@@ -136,9 +151,6 @@ def solve_config(
             and model.lower_bound_units(out.partition) <= _units(limit, model.scale)
         ):
             model.add_no_good(out.partition)
-        if budget <= 0:
-            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
-            return result
 
 
 def _bound(bound_s: float | None, best: Scored | None) -> float | None:

@@ -100,12 +100,17 @@ class PartitionModel:
         modes: tuple[RecomputeMode, ...],
         split: StageSplit = "any",
         horizon_s: float,
+        reference_s: float | None = None,
     ) -> None:
         self.inputs = inputs
         self.modes = modes
         self.runs = layer_runs(inputs)
         self.run_modes = tuple(_undominated(inputs, run.first, modes) for run in self.runs)
-        self.scale = HORIZON_UNITS / max(horizon_s, 1e-30)  # units per second
+        # Units per second: the reference (a hint's step time) maps to 2^30 units, so the
+        # rounding of ~L + S coefficients costs ~1e-7 of the optimum at most.
+        ref = reference_s if reference_s is not None else horizon_s
+        self.scale = HORIZON_UNITS / max(ref, 1e-30)
+        self.top = math.ceil(max(horizon_s, ref) * self.scale) + 1
         self.model = cp_model.CpModel()
         self._exprs: dict[Key, cp_model.LinearExprT] = {}
         self._cuts: list[dict[Key, int]] = []
@@ -147,9 +152,8 @@ class PartitionModel:
         self._build_memory()
         self._build_post()
         self._build_split(split)
-        h = HORIZON_UNITS
-        self.t = m.new_int_var(0, 4 * h, "T")
-        self.p = m.new_int_var(0, 4 * h, "P")
+        self.t = m.new_int_var(0, self.top, "T")
+        self.p = m.new_int_var(0, self.top, "P")
         for r in range(inp.pp):
             m.add(self.p >= self._linear(self._post[r]))
         m.minimize(self.t + self.p)

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from planner.errors import InfeasibleError, SpecError
 from planner.specs import ModelProfile, PlanRequest, ProfileRef
 
 POLL_S = 0.05
+PROGRESS_EVERY_S = 0.5
 STALE_GRACE_S = 60.0
 
 
@@ -177,6 +179,20 @@ class Planner:
             await asyncio.sleep(POLL_S)
         raise ProblemError(503, "Search did not finish", f"job {job_id} is still running")
 
+    def _progress_writer(self, job_id: str) -> Callable[[float], None]:
+        """Record a running search's progress on its job, at most every PROGRESS_EVERY_S."""
+        last = [0.0]
+
+        def write(fraction: float) -> None:
+            now = time.monotonic()
+            if now - last[0] < PROGRESS_EVERY_S:
+                return
+            last[0] = now
+            with session_scope(self.state.sessions) as session:
+                job_store.set_progress(session, job_id=job_id, fraction=fraction)
+
+        return write
+
     def _solve(self, tenant: str, job_id: str, norm: Normalised) -> tuple[str, bool]:
         """In a pool thread: search, store the plan, finish the job. Returns (plan id, created)."""
         state = self.state
@@ -189,7 +205,11 @@ class Planner:
                     return cached.id, False
             state.metrics.searches.inc()
             start = time.perf_counter()
-            result = run_search(norm.request, max_time_limit_s=state.settings.max_time_limit_s)
+            result = run_search(
+                norm.request,
+                max_time_limit_s=state.settings.max_time_limit_s,
+                on_progress=self._progress_writer(job_id),
+            )
             state.metrics.search_seconds.labels("ok").observe(time.perf_counter() - start)
             with session_scope(state.sessions) as session:
                 row = plan_store.insert_plan(
@@ -209,7 +229,12 @@ class Planner:
             raise
 
 
-def run_search(request: PlanRequest, *, max_time_limit_s: float) -> dict[str, Any]:
+def run_search(
+    request: PlanRequest,
+    *,
+    max_time_limit_s: float,
+    on_progress: Callable[[float], None] | None = None,
+) -> dict[str, Any]:
     """Call the planner's search with the time limit capped; the PlanResult as JSON."""
     from planner.search import search
 
@@ -218,7 +243,8 @@ def run_search(request: PlanRequest, *, max_time_limit_s: float) -> dict[str, An
         request = request.model_copy(
             update={"search": request.search.model_copy(update={"time_limit_s": limit})}
         )
-    result = search(request, clock=time.monotonic)  # the limit covers the whole search
+    # the caller's clock: the time limit covers the whole search, not only CP-SAT's solves
+    result = search(request, on_progress=on_progress, clock=time.monotonic)
     doc: dict[str, Any] = result.model_dump(mode="json")
     return doc
 

@@ -21,6 +21,7 @@ def job_document(job: JobRow) -> dict[str, Any]:
     return {
         "id": job.id,
         "status": job.status,
+        "progress": job.progress,
         "created_at": job.created_at.isoformat(),
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "plan_id": job.plan_id,

@@ -61,6 +61,7 @@ class JobPublic(BaseModel):
 
     id: str
     status: Literal["running", "succeeded", "failed"]
+    progress: float = Field(ge=0, le=1, description="fraction of configurations searched")
     created_at: datetime
     finished_at: datetime | None = None
     plan_id: str | None = None

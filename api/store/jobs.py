@@ -74,6 +74,7 @@ def finish(
         .values(
             inflight_key=None,
             status="failed" if error is not None else "succeeded",
+            progress=1.0,
             plan_id=plan_id,
             error=error,
             finished_at=utcnow(),
@@ -83,3 +84,11 @@ def finish(
 
 def get_job(session: Session, *, tenant: str, job_id: str) -> JobRow | None:
     return session.scalar(select(JobRow).where(JobRow.id == job_id, JobRow.tenant == tenant))
+
+
+def set_progress(session: Session, *, job_id: str, fraction: float) -> None:
+    session.execute(
+        update(JobRow)
+        .where(JobRow.id == job_id, JobRow.status == "running")
+        .values(progress=max(0.0, min(1.0, fraction)))
+    )

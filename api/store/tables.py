@@ -134,6 +134,7 @@ class JobRow(Base):
     status: Mapped[str] = mapped_column(String(16))  # running | succeeded | failed
     plan_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    progress: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
 

@@ -33,11 +33,13 @@ from planner.search.bounds import (
 )
 from planner.search.exact import REL_TOL, ConfigResult, Scored, solve_config
 from planner.search.exhaustive import exhaustive_config
-from planner.search.hints import hint_partitions
+from planner.search.hints import hint_partitions, quick_partition
 from planner.search.model import StageSplit
 from planner.search.partition import score
 from planner.search.space import Config, enumerate_configs, stage_split
 from planner.specs.request import PlanRequest
+
+SWEEP_SHARE = 0.3  # of the time limit, at most, for the heuristic sweep over configurations
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Entry:
     memory_floor_bytes: float
     time_floor_s: float
     result: ConfigResult | None = None
+    estimate_s: float = float("inf")  # step time of a quick heuristic partition
     verdict: str = "pending"  # solved | memory | pruned | timeout
 
 
@@ -124,6 +127,10 @@ def run_search(
             out.status = "FEASIBLE"
             out.skipped += len(members)
             continue
+        if best is not None and elapsed() >= SWEEP_SHARE * limit:
+            out.status = "FEASIBLE"
+            out.skipped += len(members)
+            continue
         entries = []
         for cfg in members:
             try:
@@ -131,13 +138,18 @@ def run_search(
             except SpecError:
                 out.invalid += 1  # e.g. a schedule torch cannot run with this m
                 continue
-            entries.append(Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs)))
-        entries.sort(key=lambda e: (e.time_floor_s, e.memory_floor_bytes))
+            entry = Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
+            entries.append(entry)
+            if entry.memory_floor_bytes <= inputs.cap_bytes:
+                quick = quick_partition(inputs, cfg.modes)
+                sc = Scored(quick, score(inputs, quick))
+                entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
+                _offer(request, out, entry, sc)
         out.entries.extend(entries)
-        for entry in entries:
-            solver_s += _visit(
-                request, out, entry, split, num_layers, lambda: limit - elapsed()
-            )
+    # Exact phase: the most promising configurations first (by their heuristic step time);
+    # the floors still decide what is pruned, so the order only affects speed.
+    for entry in sorted(out.entries, key=lambda e: (e.estimate_s, e.time_floor_s)):
+        solver_s += _visit(request, out, entry, split, num_layers, lambda: limit - elapsed())
     if on_progress is not None:
         on_progress(1.0)
     out.elapsed_s = elapsed()

@@ -134,3 +134,9 @@ def hint_partitions(
         out.append(repaired(inputs, bounds, modes))
         out.extend(Partition(bounds, (m,) * inputs.num_layers) for m in modes)
     return tuple(dict.fromkeys(out))
+
+
+def quick_partition(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Partition:
+    """One cheap partition for the sweep: balanced for the fastest mode, then repaired."""
+    fastest = min(modes, key=lambda m: MODE_INDEX[m])
+    return repaired(inputs, balanced(inputs, fastest).bounds, modes)

@@ -1,0 +1,156 @@
+"""`meshplan plan`: search the best plan for a request (planner.search)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from api.cli.output import describe_validation, emit_json, fail, read_json_file
+from planner.cost import partition_inputs, score_partition
+from planner.errors import InfeasibleError, SpecError
+from planner.plan import Plan, PlanResult
+from planner.schedules import generate
+from planner.schedules.svg import render_timeline_svg
+from planner.search import search
+from planner.specs import PlanRequest
+
+GIB = 1024**3
+
+# Built-in requests, so the planner runs with no file (README quickstart).
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "gpt3-64": {
+        "model": {
+            "family": "gpt",
+            "name": "gpt3-13b",
+            "num_layers": 40,
+            "hidden_size": 5120,
+            "num_attention_heads": 40,
+            "vocab_size": 51200,
+        },
+        "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 64, "gpus_per_node": 8},
+        "training": {"global_batch_size": 512, "seq_length": 2048},
+        "constraints": {"memory_cap_gib": 76, "micro_batch_sizes": [1, 2, 4]},
+        "search": {"time_limit_s": 10, "top_k": 3},
+    },
+    "article-pp8": {
+        "model": {
+            "family": "gpt",
+            "name": "gpt-6.7b",
+            "num_layers": 32,
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "vocab_size": 51200,
+        },
+        "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 64, "gpus_per_node": 8},
+        "training": {"global_batch_size": 512, "seq_length": 2048},
+        "constraints": {"memory_cap_gib": 40, "pp": [8], "tp": [1], "micro_batch_sizes": [1, 2]},
+        "objective": "bubble",
+        "search": {"time_limit_s": 10, "top_k": 3},
+    },
+}
+
+
+def _seconds(value_s: float) -> str:
+    return f"{value_s * 1e3:.4g} ms" if value_s < 1 else f"{value_s:.4g} s"
+
+
+def _print(result: PlanResult) -> None:
+    p, s = result.plan, result.search
+    pr = p.prediction
+    typer.echo(f"{p.model_name} on {p.num_gpus} x {p.gpu}  (search {s.status}, {s.wall_time_s:.2f} s)")
+    typer.echo(
+        f"degrees        tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp}  schedule {p.schedule}  "
+        f"mbs={p.micro_batch_size} m={p.num_microbatches}  ZeRO-{p.zero_stage}  "
+        f"sp={p.sequence_parallel}"
+    )
+    typer.echo(
+        f"step time      {_seconds(pr.step_time_s)}  bubble {pr.bubble_fraction:.2%}  "
+        f"{pr.hardware_tflops_per_gpu:.1f} TFLOP/s per GPU (MFU {pr.mfu:.1%})"
+    )
+    typer.echo(
+        f"memory         peak {pr.peak_memory_bytes / GIB:.2f} GiB of "
+        f"{pr.memory_cap_bytes / GIB:.2f} GiB cap"
+    )
+    typer.echo("stage rank  layers      recompute")
+    for st in pr.stages:
+        modes = {m: st.recompute.count(m) for m in dict.fromkeys(st.recompute)}
+        mix = ", ".join(f"{n} {m}" for m, n in modes.items())
+        typer.echo(f"{st.stage:>5} {st.rank:>4}  [{st.layers[0]}, {st.layers[1]})".ljust(24) + mix)
+    typer.echo("rank  memory GiB")
+    for r in pr.ranks:
+        typer.echo(f"{r.rank:>4}  {r.total_bytes / GIB:8.2f}")
+    typer.echo("why:")
+    for line in p.why:
+        typer.echo(f"  - {line}")
+    for alt in result.alternatives:
+        typer.echo(
+            f"alternative    tp={alt.tp} pp={alt.pp} dp={alt.dp} vpp={alt.vpp} {alt.schedule} "
+            f"mbs={alt.micro_batch_size}: {_seconds(alt.prediction.step_time_s)}, bubble "
+            f"{alt.prediction.bubble_fraction:.2%}"
+        )
+    typer.echo(
+        f"search         {s.candidates_considered} configurations, {s.candidates_pruned} pruned, "
+        f"{s.solver_calls} CP-SAT solves"
+    )
+
+
+def _svg(request: PlanRequest, plan: Plan) -> str:
+    inputs = partition_inputs(request, plan.candidate())
+    sc = score_partition(inputs, plan.stages, with_timeline=True)
+    schedule = generate(
+        plan.schedule, pp=plan.pp, vpp=plan.vpp, num_microbatches=plan.num_microbatches
+    )
+    title = f"{plan.model_name}: {plan.schedule} pp={plan.pp} vpp={plan.vpp} m={plan.num_microbatches}"
+    return render_timeline_svg(schedule, sc.sim, title=title)
+
+
+def plan(
+    request: Annotated[Path | None, typer.Option("--request", help="plan request JSON")] = None,
+    example: Annotated[
+        str | None, typer.Option("--example", help=f"built-in request: {', '.join(EXAMPLES)}")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    svg: Annotated[Path | None, typer.Option("--svg", help="write the timeline as SVG")] = None,
+) -> None:
+    """Search the fastest plan (or the smallest bubble) that fits the memory cap."""
+    if (request is None) == (example is None):
+        fail("give exactly one of --request or --example", as_json=as_json)
+    if example is not None and example not in EXAMPLES:
+        fail(f"unknown example {example!r}; choose from {', '.join(EXAMPLES)}", as_json=as_json)
+    doc = EXAMPLES[example] if example is not None else read_json_file(str(request))
+    try:
+        req = PlanRequest.model_validate(doc)
+    except ValidationError as exc:
+        message = describe_validation(exc)
+        fail(message, as_json=as_json, doc={"error": "invalid input", "detail": message})
+    try:
+        result = search(req, clock=time.monotonic)
+    except InfeasibleError as exc:
+        fail(
+            f"infeasible: {exc.diagnosis.get('message', exc)}",
+            code=1,
+            as_json=as_json,
+            doc={"error": "infeasible", "diagnosis": exc.diagnosis},
+        )
+    except SpecError as exc:
+        fail(str(exc), as_json=as_json, doc={"error": str(exc), "field": exc.field})
+    if svg is not None:
+        svg.write_text(_svg(req, result.plan))
+    if as_json:
+        emit_json(
+            {
+                "plan": result.plan.model_dump(mode="json"),
+                "alternatives": [a.model_dump(mode="json") for a in result.alternatives],
+                "search": result.search.model_dump(mode="json"),
+            }
+        )
+    else:
+        _print(result)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

@@ -129,6 +129,8 @@ class RunRow:
     step_time_error: float
     step_time_spread: float  # (max - min) / median over repeats
     compute_speed_ratio: float  # sum of measured busy / sum of predicted busy, over ranks
+    compute_cpu_ratio: float | None  # the same with the busy calls' thread CPU time
+    contention: float | None  # busy wall time / busy CPU time: slowdown by other processes
     step_time_error_speed_adjusted: float  # vs the prediction x compute_speed_ratio
     repeat_step_times_s: list[float]
     predicted_bubble: float
@@ -243,6 +245,12 @@ def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]
         for sp in pred.stages
         if sp.stage == min(x.stage for x in pred.stages if x.rank == sp.rank)
     ) / sum(r.busy_s for r in pred.ranks)
+    cpu_notes = [r.notes.get("busy_cpu_s") for r in reports]
+    cpu_ratio = contention = None
+    if all(cpu_notes):
+        cpu_busy = statistics.median(sum(float(x) for x in n.split(",")) for n in cpu_notes if n)
+        cpu_ratio = cpu_busy / sum(r.busy_s for r in pred.ranks)
+        contention = speed / cpu_ratio if cpu_ratio else None
     worst = max(rows, key=lambda r: abs(r.activation_error))
     worst_peak = max(rows, key=lambda r: abs(r.peak_error))
     return RunRow(
@@ -259,6 +267,8 @@ def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]
         step_time_error=_rel(step, pred.step_time_s),
         step_time_spread=(max(steps) - min(steps)) / step,
         compute_speed_ratio=speed,
+        compute_cpu_ratio=cpu_ratio,
+        contention=contention,
         step_time_error_speed_adjusted=_rel(step, pred.step_time_s * speed),
         repeat_step_times_s=steps,
         predicted_bubble=pred.bubble_fraction,
@@ -316,9 +326,17 @@ def print_table(rows: list[RunRow]) -> None:
             + ", ".join(f"{t * 1e3:.0f}" for t in r.repeat_step_times_s)
             + f" ms; load average {', '.join(str(x) for x in r.load_average)})"
         )
+        cpu = (
+            ""
+            if r.compute_cpu_ratio is None
+            else (
+                f" (in thread CPU time {r.compute_cpu_ratio:.2f}: other processes slowed compute "
+                f"x{r.contention:.2f})"
+            )
+        )
         print(
-            f"  compute    measured busy / predicted busy {r.compute_speed_ratio:.2f}; step time "
-            f"error at the measured compute speed {r.step_time_error_speed_adjusted:+.1%}"
+            f"  compute    measured busy / predicted busy {r.compute_speed_ratio:.2f}{cpu}; step "
+            f"time error at the measured compute speed {r.step_time_error_speed_adjusted:+.1%}"
         )
         print(
             f"  bubble     predicted {r.predicted_bubble:8.3f}     measured "

@@ -147,6 +147,7 @@ def run(opts: RunOptions) -> int:
     step_times: list[float] = []
     pipeline_times: list[float] = []
     busy: list[float] = []
+    busy_cpu: list[float] = []
     losses: list[float] = []
     static = (0, 0, 0)
     for step in range(opts.warmup + opts.steps):
@@ -178,11 +179,13 @@ def run(opts: RunOptions) -> int:
         # the slowest rank's times from the common start: step, and the schedule alone
         elapsed = torch.tensor([time.perf_counter() - t0, t_pipeline], dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        step_busy_cpu = timer.cpu_s
         step_busy = sum(timer.take().values())
         if step >= opts.warmup:
             step_times.append(float(elapsed[0]))
             pipeline_times.append(float(elapsed[1]))
             busy.append(step_busy)
+            busy_cpu.append(step_busy_cpu)
             if last_stage and rm.tp_rank == 0 and mb_losses:
                 losses.append(float(torch.stack([x.detach().float() for x in mb_losses]).mean()))
 
@@ -192,6 +195,7 @@ def run(opts: RunOptions) -> int:
         dp_rank=rm.dp_rank,
         tp_rank=rm.tp_rank,
         busy_s=tuple(busy),
+        busy_cpu_s=tuple(busy_cpu) if rm.device.type == "cpu" else (),
         stage_activation_bytes={i: meter.peak_bytes.get(i, 0) for i in local_ids},
         activation_bytes=meter.rank_peak_bytes,
         params_bytes=static[0],

@@ -5,8 +5,10 @@ Busy time: each PipelineStage's compute entry points (`forward_one_chunk`,
 waits happen outside them (the schedules wait for receives before calling them), so the sum is
 the rank's compute time per step: what the simulator calls `busy_s`. On CUDA the timer records
 CUDA events around each call and sums their elapsed times after the step (no synchronisation
-inside the step); on CPU it uses `time.perf_counter`. DDP's gradient all-reduce runs inside
-the last backward call and so counts as busy.
+inside the step); on CPU it uses `time.perf_counter`, and also sums the calling thread's CPU time
+(`time.thread_time`): busy wall time over busy CPU time is how much other processes slowed the
+rank's compute down (with OMP_NUM_THREADS=1 the compute runs on the calling thread). DDP's
+gradient all-reduce runs inside the last backward call and so counts as busy.
 
 Saved-activation bytes: each stage's forward runs under `torch.autograd.graph.saved_tensors_hooks`
 whose pack hook records every tensor autograd saves for backward, except parameters and buffers
@@ -115,6 +117,7 @@ class BusyTimer:
     def __init__(self, device: torch.device) -> None:
         self._cuda = device.type == "cuda"
         self._host_s: dict[int, float] = {}
+        self.cpu_s = 0.0  # CPU only: this thread's CPU time inside the calls (all stages)
         self._events: list[tuple[int, Any, Any]] = []
 
     def wrap(self, stage: int, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -129,9 +132,10 @@ class BusyTimer:
                 end.record()
                 self._events.append((stage, start, end))
                 return out
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             out = fn(*args, **kwargs)
             self._host_s[stage] += time.perf_counter() - t0
+            self.cpu_s += time.thread_time() - c0
             return out
 
         return timed
@@ -146,6 +150,7 @@ class BusyTimer:
         out = dict(self._host_s)
         for k in self._host_s:
             self._host_s[k] = 0.0
+        self.cpu_s = 0.0
         return out
 
 

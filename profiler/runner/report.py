@@ -27,6 +27,7 @@ class RankResult:
     dp_rank: int
     tp_rank: int
     busy_s: tuple[float, ...]  # per measured step
+    busy_cpu_s: tuple[float, ...]  # CPU: thread CPU time of the same calls, per step
     stage_activation_bytes: dict[int, int]  # peak per local stage
     activation_bytes: int  # peak of the rank (all its stages at once)
     params_bytes: int
@@ -65,6 +66,13 @@ def build_report(
         busy[r] = sum(mine) / len(mine)
     bubble = min(1.0, max(0.0, 1.0 - sum(busy.values()) / (plan.pp * pipeline_s)))
     notes = {**notes, "pipeline_s": f"{pipeline_s:.6g}"}
+    if all(x.busy_cpu_s for x in results):
+        # per pipeline rank: median CPU seconds of its compute calls per step (CPU runs)
+        cpu = []
+        for r in range(plan.pp):
+            mine = [statistics.median(x.busy_cpu_s) for x in results if x.pp_rank == r]
+            cpu.append(f"{sum(mine) / len(mine):.6g}")
+        notes["busy_cpu_s"] = ",".join(cpu)
     stages: list[StageMeasurement] = []
     for s in range(plan.pp * plan.vpp):
         holders = [x for x in results if s in x.stage_activation_bytes]

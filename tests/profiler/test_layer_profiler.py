@@ -438,3 +438,41 @@ def test_plan_from_a_measured_profile_through_the_service(live_url: str) -> None
     )
     assert stage["peak_inflight"] == 1
     assert stage["activation_bytes"] == pytest.approx(expected)
+
+
+def test_meshplan_plan_on_a_measured_profile(tmp_path: Path) -> None:
+    """meshplan profile -o p.json; a request with {"model": {"profile": p}}; meshplan plan."""
+    prof_path = tmp_path / "p.json"
+    args = ["profile", "--model", TINY_GPT, "--seq-length", "16", "--micro-batch-sizes", "1,2"]
+    args += ["--repeats", "1", "--warmup", "0", "--device", "cpu", "-o", str(prof_path)]
+    assert CliRunner().invoke(cli_app, args).exit_code == 0
+    profile = ModelProfile.model_validate_json(prof_path.read_text())
+    request = {
+        "model": {"profile": json.loads(prof_path.read_text())},
+        "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 2, "gpus_per_node": 2},
+        "training": {"global_batch_size": 8, "seq_length": 16, "dtype": "fp32"},
+        "constraints": {"pp": [2], "tp": [1]},
+        "search": {"time_limit_s": 10},
+    }
+    (tmp_path / "request.json").write_text(json.dumps(request))
+    result = CliRunner().invoke(
+        cli_app, ["plan", "--request", str(tmp_path / "request.json"), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)["plan"]
+    assert plan["model_hash"] == profile.model_hash
+    assert (plan["tp"], plan["pp"]) == (1, 2)
+    stages = plan["prediction"]["stages"]
+    assert [s["layers"][0] for s in stages] == [0, stages[0]["layers"][1]]
+    assert stages[-1]["layers"][1] == len(profile.layers)
+    mbs = plan["micro_batch_size"]
+    for s in stages:
+        first, end = s["layers"]
+        # a stage holds, per micro-batch in flight, the measured bytes of its layers
+        per_mb = sum(
+            profile.cost(profile.layers[i].kind, micro_batch_size=mbs, tp=1).activation_bytes.get(
+                mode
+            )
+            for i, mode in zip(range(first, end), s["recompute"], strict=True)
+        )
+        assert s["activation_bytes"] == pytest.approx(s["peak_inflight"] * per_mb)

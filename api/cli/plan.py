@@ -39,15 +39,21 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "article-pp8": {
         "model": {
             "family": "gpt",
-            "name": "gpt-6.7b",
-            "num_layers": 32,
+            "name": "gpt-14-layers",
+            "num_layers": 14,
             "hidden_size": 4096,
             "num_attention_heads": 32,
             "vocab_size": 51200,
         },
         "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 64, "gpus_per_node": 8},
         "training": {"global_batch_size": 512, "seq_length": 2048},
-        "constraints": {"memory_cap_gib": 40, "pp": [8], "tp": [1], "micro_batch_sizes": [1, 2]},
+        "constraints": {
+            "memory_cap_gib": 40,
+            "pp": [8],
+            "tp": [1],
+            "micro_batch_sizes": [1, 2],
+            "zero_stages": [1],
+        },
         "objective": "bubble",
         "search": {"time_limit_s": 10, "top_k": 3},
     },
@@ -61,7 +67,9 @@ def _seconds(value_s: float) -> str:
 def _print(result: PlanResult) -> None:
     p, s = result.plan, result.search
     pr = p.prediction
-    typer.echo(f"{p.model_name} on {p.num_gpus} x {p.gpu}  (search {s.status}, {s.wall_time_s:.2f} s)")
+    typer.echo(
+        f"{p.model_name} on {p.num_gpus} x {p.gpu}  (search {s.status}, {s.wall_time_s:.2f} s)"
+    )
     typer.echo(
         f"degrees        tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp}  schedule {p.schedule}  "
         f"mbs={p.micro_batch_size} m={p.num_microbatches}  ZeRO-{p.zero_stage}  "
@@ -104,7 +112,9 @@ def _svg(request: PlanRequest, plan: Plan) -> str:
     schedule = generate(
         plan.schedule, pp=plan.pp, vpp=plan.vpp, num_microbatches=plan.num_microbatches
     )
-    title = f"{plan.model_name}: {plan.schedule} pp={plan.pp} vpp={plan.vpp} m={plan.num_microbatches}"
+    title = (
+        f"{plan.model_name}: {plan.schedule} pp={plan.pp} vpp={plan.vpp} m={plan.num_microbatches}"
+    )
     return render_timeline_svg(schedule, sc.sim, title=title)
 
 

@@ -66,6 +66,7 @@ class Outcome:
     group_memory_floor: float = float("inf")
     skipped: int = 0  # configurations left unvisited at the time limit
     num_configs: int = 0
+    memory_reps: list[Entry] = field(default_factory=list)  # groups pruned by memory
     group_time_pruned: int = 0  # configurations pruned with their group's time floor
     source: CostSource | None = None
     families: dict[tuple[int, int, int, int, str], tuple[Entry, Scored]] = field(
@@ -90,6 +91,8 @@ def run_search(
     configs = enumerate_configs(request, num_layers=num_layers)
     start = clock() if clock is not None else 0.0
     split = stage_split(request)
+    # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
+    prune = request.search.mode != "exhaustive"
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src, num_configs=len(configs))
     solver_s = 0.0
 
@@ -105,9 +108,12 @@ def run_search(
         floors = _group_floors(request, src, members)
         if floors is None:
             ranked.append((0.0, 0.0, members))
-        elif floors[0] > request.memory_cap_bytes:
+        elif floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
             out.group_memory_floor = min(out.group_memory_floor, floors[0])
+            rep = _representative(request, src, members)
+            if rep is not None:
+                out.memory_reps.append(rep)
         else:
             ranked.append((floors[1], floors[0], members))
     ranked.sort(key=lambda g: (g[0], g[1]))
@@ -117,7 +123,8 @@ def run_search(
             on_progress(done / max(1, len(ranked)))
         best = out.best
         if (
-            request.objective == "time"
+            prune
+            and request.objective == "time"
             and best is not None
             and group_floor >= best[1].score.step_time_s * (1 - REL_TOL)
         ):
@@ -140,7 +147,7 @@ def run_search(
                 continue
             entry = Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
             entries.append(entry)
-            if entry.memory_floor_bytes <= inputs.cap_bytes:
+            if prune and entry.memory_floor_bytes <= inputs.cap_bytes:
                 quick = quick_partition(inputs, cfg.modes)
                 sc = Scored(quick, score(inputs, quick))
                 entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
@@ -166,12 +173,14 @@ def _visit(
 ) -> float:
     """Bound, then solve one configuration; returns the CP-SAT time spent."""
     inputs, cfg = entry.inputs, entry.config
-    if entry.memory_floor_bytes > inputs.cap_bytes:
+    exhaustive = request.search.mode == "exhaustive"
+    if entry.memory_floor_bytes > inputs.cap_bytes and not exhaustive:
         entry.verdict = "memory"
         return 0.0
     best = out.best
     if (
-        request.objective == "time"
+        not exhaustive
+        and request.objective == "time"
         and best is not None
         and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
     ):
@@ -187,7 +196,7 @@ def _visit(
             for h in hints:
                 _offer(request, out, entry, Scored(h, score(inputs, h)))
         return 0.0
-    if request.search.mode == "exhaustive":
+    if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split)
     else:
         bound = best[1].score.step_time_s if best and request.objective == "time" else None
@@ -235,6 +244,18 @@ def _group_floors(
     if not floors:
         return None
     return min(f[0] for f in floors), min(f[1] for f in floors)
+
+
+def _representative(request: PlanRequest, src: CostSource, members: list[Config]) -> Entry | None:
+    for cfg in members:
+        try:
+            inputs = partition_inputs(request, cfg.candidate(), source=src)
+        except SpecError:
+            continue
+        entry = Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
+        entry.verdict = "memory"
+        return entry
+    return None
 
 
 def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None:

@@ -87,14 +87,15 @@ def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
     """Which limit binds when nothing fits: the lowest peak memory reached, by which
     configuration, the cap and how far above it, and what would make it fit."""
     cap = float(request.memory_cap_bytes)
-    if not out.entries:
+    pool = out.entries + out.memory_reps
+    if not pool:
         return {
             "binding": "constraints",
             "message": "no configuration satisfies the request's constraints "
             f"({out.invalid} were rejected by the cost model's checks)",
             "suggestions": ["relax constraints.tp / pp / dp / schedules / micro_batch_sizes"],
         }
-    ranked = sorted(out.entries, key=lambda e: e.memory_floor_bytes)[:8]
+    ranked = sorted(pool, key=lambda e: e.memory_floor_bytes)[:8]
     best_peak, best_entry = float("inf"), ranked[0]
     for e in ranked:
         part = min_memory(e.inputs, e.config.modes)
@@ -102,7 +103,7 @@ def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
         if peak < best_peak:
             best_peak, best_entry = peak, e
     cfg = best_entry.config
-    floor = min(e.memory_floor_bytes for e in out.entries)
+    floor = min(e.memory_floor_bytes for e in pool)
     cons = request.constraints
     tips = [
         f"more GPUs (at least {2 * request.cluster.num_gpus} to halve per-GPU state)",
@@ -132,7 +133,7 @@ def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
             "zero_stage": cfg.zero_stage,
             "recompute": sorted(set(cfg.modes)),
         },
-        "configurations_considered": len(out.entries),
+        "configurations_considered": out.num_configs,
         "suggestions": tips,
         "message": (
             f"the lowest peak memory found is {best_peak / GIB:.1f} GiB ({cfg.describe()}, "

@@ -188,9 +188,7 @@ class PartitionModel:
         for s in range(n_st - 1):
             nb = self.b[s + 1]  # last layer of stage s is nb - 1
             lo, hi = _domain(nb)
-            live = [
-                j for j, (a, e, _) in enumerate(segments) if a + 1 <= hi and e >= lo
-            ]
+            live = [j for j, (a, e, _) in enumerate(segments) if a + 1 <= hi and e >= lo]
             if len(live) == 1:
                 self._exprs[("e", s, live[0], 0)] = 1
                 continue

@@ -1,0 +1,122 @@
+"""search(): time limit, the bubble objective, infeasibility diagnosis, exhaustive guard."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from planner.errors import InfeasibleError, SpecError
+from planner.search import search
+from planner.specs import PlanRequest
+
+GPT_13B = {
+    "family": "gpt",
+    "name": "gpt-13b",
+    "num_layers": 40,
+    "hidden_size": 5120,
+    "num_attention_heads": 40,
+    "vocab_size": 51200,
+}
+
+
+def _request(**over: object) -> PlanRequest:
+    doc: dict[str, object] = {
+        "model": GPT_13B,
+        "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 64, "gpus_per_node": 8},
+        "training": {"global_batch_size": 512, "seq_length": 2048},
+        "constraints": {"memory_cap_gib": 76},
+        "search": {"time_limit_s": 30},
+    }
+    doc.update(over)
+    return PlanRequest.model_validate(doc)
+
+
+def test_a_tiny_time_limit_still_returns_a_feasible_plan() -> None:
+    req = _request(search={"time_limit_s": 0.05, "top_k": 2})
+    started = time.monotonic()
+    result = search(req, clock=time.monotonic)
+    took = time.monotonic() - started
+    assert result.search.status == "FEASIBLE"
+    assert result.plan.prediction.feasible
+    assert result.plan.tp * result.plan.pp * result.plan.dp == 64
+    assert took < 30  # it stopped early instead of finishing the full search
+
+
+def test_the_articles_question_8_stages_under_10_percent_bubble() -> None:
+    # An 8-stage pipeline (pp=8) asked for the smallest bubble under a 40 GiB cap.
+    req = _request(
+        model={**GPT_13B, "num_layers": 14, "hidden_size": 4096, "num_attention_heads": 32},
+        constraints={
+            "memory_cap_gib": 40,
+            "pp": [8],
+            "tp": [1],
+            "micro_batch_sizes": [1, 2],
+            "zero_stages": [1],
+        },
+        objective="bubble",
+        search={"time_limit_s": 20, "top_k": 3},
+    )
+    result = search(req, clock=time.monotonic)
+    plan = result.plan
+    assert plan.pp == 8
+    assert plan.prediction.bubble_fraction < 0.10
+    assert plan.prediction.peak_memory_bytes <= plan.prediction.memory_cap_bytes
+    text = " ".join(plan.why)
+    assert "micro-batches" in text and "activations" in text and plan.schedule in text
+    assert "Trade-off" in text  # names the schedules it weighed, with their memory
+    # The alternatives it weighed trade a larger bubble for something else.
+    assert all(
+        a.prediction.bubble_fraction >= plan.prediction.bubble_fraction for a in result.alternatives
+    )
+
+
+def test_infeasible_request_says_which_limit_binds() -> None:
+    req = _request(
+        cluster={"gpu": "A100-SXM-80GB", "num_gpus": 8, "gpus_per_node": 8},
+        constraints={"memory_cap_gib": 10, "recompute": ["none"]},
+    )
+    with pytest.raises(InfeasibleError) as info:
+        search(req)
+    d = info.value.diagnosis
+    assert d["binding"] == "memory"
+    assert d["lowest_peak_gib"] > d["cap_gib"] == 10
+    assert d["over_by_gib"] == pytest.approx(d["lowest_peak_gib"] - 10)
+    assert any("full recompute" in tip for tip in d["suggestions"])
+    assert "infeasible" in str(info.value)
+
+
+def test_exhaustive_refuses_a_large_space() -> None:
+    req = _request(
+        constraints={"memory_cap_gib": 76, "pp": [8], "tp": [1]},
+        search={"mode": "exhaustive"},
+    )
+    with pytest.raises(SpecError) as info:
+        search(req)
+    assert info.value.field == "search.mode"
+
+
+def test_search_statistics_count_the_space() -> None:
+    req = _request(
+        model={**GPT_13B, "num_layers": 14, "hidden_size": 4096, "num_attention_heads": 32},
+        constraints={"memory_cap_gib": 40, "pp": [8], "tp": [1], "zero_stages": [1]},
+        search={"time_limit_s": 60, "top_k": 5},
+    )
+    result = search(req)
+    s = result.search
+    assert s.status == "OPTIMAL"
+    assert s.candidates_considered >= s.candidates_pruned
+    assert s.solver_calls >= 1
+    keys = {(a.tp, a.pp, a.dp, a.vpp, a.schedule) for a in result.alternatives}
+    assert (
+        result.plan.tp,
+        result.plan.pp,
+        result.plan.dp,
+        result.plan.vpp,
+        result.plan.schedule,
+    ) not in keys
+    assert len(keys) == len(result.alternatives)
+    assert all(
+        a.prediction.step_time_s >= result.plan.prediction.step_time_s * (1 - 1e-9)
+        for a in result.alternatives
+    )

@@ -87,6 +87,31 @@ def site(tmp_path: Path) -> Iterator[tuple[Live, str, str]]:
                 result=result,
                 tags=["browser"],
             ).id
+        pred = result["plan"]["prediction"]
+        report = {  # a measured run twice as slow as predicted
+            "device": "cpu",
+            "backend": "gloo",
+            "world_size": 4,
+            "tp": 1,
+            "pp": 2,
+            "dp": 2,
+            "schedule": "1f1b",
+            "steps": 2,
+            "warmup_steps": 1,
+            "step_times_s": [2 * pred["step_time_s"]] * 2,
+            "step_time_s": 2 * pred["step_time_s"],
+            "bubble_fraction": 0.25,
+            "stages": [
+                {"stage": s["stage"], "rank": s["rank"], "busy_s": 0.01, "peak_memory_bytes": 1e9}
+                for s in pred["stages"]
+            ],
+        }
+        r = httpx.post(
+            f"{live.url}/v1/plans/{pid}/runs",
+            json=report,
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert r.status_code == 201, r.text
         yield live, key, pid
 
 
@@ -109,6 +134,8 @@ def test_plan_page_shows_the_plan(site: tuple[Live, str, str], tmp_path: Path) -
     assert "rank 0" in text and "rank 1" in text and "cap 80.0 GiB" in text
     assert page.tags.count("svg") >= 2  # timeline and memory chart, inline
     assert "1f1b" in text
+    assert "-50.0%" in text  # the measured run: predicted step time half the measured one
+    assert "cpu (gloo)" in text
     shot = tmp_path / "plan.png"
     subprocess.run(
         [

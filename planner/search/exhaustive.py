@@ -26,7 +26,8 @@ MAX_PARTITIONS = 200_000
 
 def space_size(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> int:
     n, s = inputs.num_layers, inputs.num_stages
-    return math.comb(n - 1, s - 1) * len(modes) ** n
+    size: int = math.comb(n - 1, s - 1) * len(modes) ** n
+    return size
 
 
 def _splits(n: int, s: int) -> list[tuple[int, ...]]:

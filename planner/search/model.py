@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ortools.sat.python import cp_model
 
@@ -129,7 +129,7 @@ class PartitionModel:
             m.add(self.b[s] + 1 <= self.b[s + 1])
         self._z_vars: dict[Key, cp_model.IntVar] = {}
         for g, run in enumerate(self.runs):
-            c = [self._clamp(self.b[s], run, s) for s in range(n_st + 1)]
+            c: list[Any] = [self._clamp(self.b[s], run, s) for s in range(n_st + 1)]
             for s in range(n_st):
                 lo, hi = s, n_layers - n_st + s  # layers stage s may hold
                 if run.first > hi or run.first + run.count - 1 < lo:
@@ -188,18 +188,18 @@ class PartitionModel:
         for s in range(n_st - 1):
             nb = self.b[s + 1]  # last layer of stage s is nb - 1
             lo, hi = _domain(nb)
-            live = [j for j, (a, e, _) in enumerate(segments) if a + 1 <= hi and e >= lo]
+            live = [j for j, (a, end, _) in enumerate(segments) if a + 1 <= hi and end >= lo]
             if len(live) == 1:
                 self._exprs[("e", s, live[0], 0)] = 1
                 continue
-            bools = []
+            bools: list[cp_model.IntVar] = []
             for j in live:
-                a, e, _ = segments[j]
-                v = self.model.new_bool_var(f"e_{s}_{j}")
-                self.model.add(nb >= a + 1).only_enforce_if(v)
-                self.model.add(nb <= e).only_enforce_if(v)
-                self._exprs[("e", s, j, 0)] = v
-                bools.append(v)
+                first, end, _ = segments[j]
+                lit = self.model.new_bool_var(f"e_{s}_{j}")
+                self.model.add(nb >= first + 1).only_enforce_if(lit)
+                self.model.add(nb <= end).only_enforce_if(lit)
+                self._exprs[("e", s, j, 0)] = lit
+                bools.append(lit)
             self.model.add_exactly_one(bools)
 
     def _stage_terms(self, s: int) -> list[tuple[int, int]]:
@@ -304,7 +304,7 @@ class PartitionModel:
         return values
 
     def add_hint(self, part: Partition) -> None:
-        self.model.clear_hints()
+        self.model.clear_hints()  # type: ignore[no-untyped-call]
         for s in range(1, self.inputs.num_stages):
             self.model.add_hint(self.b[s], part.bounds[s])
         values = self.assignment(part)

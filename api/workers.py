@@ -32,6 +32,8 @@ class SolverPool:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="solver")
         self._flights: dict[str, Flight[object]] = {}
         self._lock = threading.RLock()
+        self.running = 0
+        self.peak_running = 0  # the most searches that ever ran at once (bounded by workers)
 
     def join_or_start(
         self,
@@ -51,7 +53,7 @@ class SolverPool:
             job_id = claim()
             if job_id is None:
                 return None, False
-            future = self._executor.submit(work, job_id)
+            future = self._executor.submit(self._counted, work, job_id)
             flight = Flight(future=future, job_id=job_id)
             if key is not None:
                 self._flights[key] = flight  # type: ignore[assignment]
@@ -62,6 +64,16 @@ class SolverPool:
 
                 future.add_done_callback(land)
             return flight, False
+
+    def _counted(self, work: Callable[[str], T], job_id: str) -> T:
+        with self._lock:
+            self.running += 1
+            self.peak_running = max(self.peak_running, self.running)
+        try:
+            return work(job_id)
+        finally:
+            with self._lock:
+                self.running -= 1
 
     def _land(self, key: str, job_id: str) -> None:
         with self._lock:

@@ -256,3 +256,30 @@ def test_time_limit_is_capped_by_the_settings(tmp_path: Any) -> None:
         assert r.json()["request"]["search"]["time_limit_s"] == 600  # the request as asked
     finally:
         stop(state)
+
+
+def test_searches_are_bounded_by_the_pool(db_url: str) -> None:
+    app = create_app(make_settings(db_url, solver_workers=1))
+    state = app.state.meshplan
+    start(state)
+    try:
+        h = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+        async def three() -> list[httpx.Response]:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=60) as c:
+                return list(
+                    await asyncio.gather(
+                        *(
+                            c.post("/v1/plans", json=tiny_request(tags=[f"pool-{i}"]), headers=h)
+                            for i in range(3)
+                        )
+                    )
+                )
+
+        rs = asyncio.run(three())
+        assert [r.status_code for r in rs] == [201, 201, 201]
+        assert state.metrics.searches._value.get() == 3
+        assert state.pool.peak_running == 1
+    finally:
+        stop(state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import Any
@@ -121,11 +122,23 @@ def _jsonable(value: Any) -> Any:
     return repr(value)[:500]
 
 
+MAX_VALUE_CHARS = 500
+
+
+def _short(value: Any) -> Any:
+    """The offending value, or a truncated rendering when it is large (e.g. a whole body)."""
+    value = _jsonable(value)
+    text = json.dumps(value)
+    return value if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "…"
+
+
 def field_errors(errors: list[Any]) -> list[dict[str, Any]]:
     out = []
     for err in errors:
         loc = ".".join(str(p) for p in err.get("loc", ())) or "body"
-        out.append({"field": loc, "message": str(err.get("msg", "")), "value": err.get("input")})
+        out.append(
+            {"field": loc, "message": str(err.get("msg", "")), "value": _short(err.get("input"))}
+        )
     return out
 
 

@@ -31,7 +31,7 @@ from planner.cost import PartitionScore
 from planner.cost.partition import PartitionInputs
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import critical_path, rank_chain
+from planner.search.paths import critical_path, rank_chain, through_rank_paths
 from planner.specs.base import RecomputeMode
 
 REL_TOL = 1e-10
@@ -93,6 +93,9 @@ def solve_config(
     )
     for r in range(inputs.pp):
         model.add_path_cut(rank_chain(sched, r))
+        result.cuts += 1
+    for cut in through_rank_paths(sched):
+        model.add_path_cut(cut)
         result.cuts += 1
 
     def consider(part: Partition, known: Scored | None = None) -> Scored:

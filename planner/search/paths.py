@@ -127,3 +127,58 @@ def rank_chain(schedule: Schedule, rank: int) -> PathCut:
         counts[KIND_INDEX[a.kind]][a.stage] += 1
     f, b, i, w = (tuple(v) for v in counts)
     return PathCut(f=f, b=b, i=i, w=w, x=(0,) * max(0, n_st - 1))
+
+
+def through_rank_paths(schedule: Schedule) -> list[PathCut]:
+    """Per rank: the data-dependency chain that leads to its first action, all its actions in
+    order, then the chain of backward actions that waits on its last F/B/I (the pipeline's fill
+    and drain around that rank: with uniform stages, 1F1B's exact makespan). Trailing W actions
+    are left out of the second variant so that the drain chain can follow."""
+    c = _compile(schedule)
+    n_st = c.num_stages
+    dependents: dict[int, list[tuple[int, int]]] = {}
+    for idx, (_, _, _, d1, b1, d2, b2) in enumerate(c.ops):
+        for d, b in ((d1, b1), (d2, b2)):
+            if d >= 0:
+                dependents.setdefault(d, []).append((idx, b))
+    cuts: list[PathCut] = []
+    for rank in range(c.pp):
+        mine = [i for i, op in enumerate(c.ops) if op[0] == rank]
+        if not mine:
+            continue
+        counts = [[0] * n_st for _ in range(4)]
+        x = [0] * max(0, n_st - 1)
+        cur = mine[0]
+        while True:  # fill: follow a cross-rank data dependency back to the start
+            _, _, _, d1, b1, d2, b2 = c.ops[cur]
+            step = next(((d, b) for d, b in ((d1, b1), (d2, b2)) if d >= 0 and b >= 0), None)
+            if step is None:
+                break
+            cur = step[0]
+            counts[c.ops[cur][2]][c.ops[cur][1]] += 1
+            x[step[1]] += 1
+        body = mine
+        last_bwd = max((i for i in mine if c.ops[i][2] != _W), default=mine[-1])
+        for variant in (body, [i for i in mine if i <= last_bwd]):
+            vc = [row[:] for row in counts]
+            vx = x[:]
+            for i in variant:
+                vc[c.ops[i][2]][c.ops[i][1]] += 1
+            cur = variant[-1]
+            while True:  # drain: follow the backward chain that waits on it
+                nxt = next(
+                    (
+                        (d, b)
+                        for d, b in dependents.get(cur, [])
+                        if b >= 0 and c.ops[d][2] in (_B, _I)
+                    ),
+                    None,
+                )
+                if nxt is None:
+                    break
+                cur = nxt[0]
+                vc[c.ops[cur][2]][c.ops[cur][1]] += 1
+                vx[nxt[1]] += 1
+            f, b, i, w = (tuple(v) for v in vc)
+            cuts.append(PathCut(f=f, b=b, i=i, w=w, x=tuple(vx)))
+    return cuts

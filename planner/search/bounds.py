@@ -7,7 +7,9 @@ and at least the largest single layer's static bytes on top of the fixed bytes.
 Time floor. Every rank runs its actions one at a time, so the makespan is at least the average
 busy time m * W / pp, with W = sum_l (fw_l + min_k bw_input_{l,k} + bw_weight_l) (one
 micro-batch through the whole model, the cheapest recompute everywhere); micro-batch 0 must also
-go forward and back through all layers, so it is at least W. For gpipe and 1f1b the path
+go forward and (input-gradient) backward through all layers, so it is at least
+sum_l (fw_l + min_k bw_input_{l,k}) (weight gradients may run off that chain in zb-h1 / zbv).
+For gpipe and 1f1b the path
 "F0 through stages 0..r-1, every action of rank r, B(m-1) back through stages r-1..0" exists for
 each rank r, so makespan >= max_r (m w_r + sum_{s<r} w_s) with w_s the stage's fw + bw; its
 minimum over fractional partitions is W / (1 - (1 - 1/m)^pp) (fill each rank to the bound in
@@ -34,10 +36,17 @@ def work_s(inputs: PartitionInputs) -> float:
     )
 
 
+def chain_s(inputs: PartitionInputs) -> float:
+    """Micro-batch 0's forward through every layer and its input-gradient backward back: a
+    dependency chain of every schedule (the weight-gradient part may run off the chain in the
+    zero-bubble schedules, so it is left out)."""
+    return sum(f + min(bi) for f, bi in zip(inputs.fw_s, inputs.bw_input_s, strict=True))
+
+
 def time_floor_s(inputs: PartitionInputs) -> float:
     m, pp = inputs.num_microbatches, inputs.pp
     w = work_s(inputs)
-    pipeline = max(m * w / pp, w)
+    pipeline = max(m * w / pp, chain_s(inputs))
     if inputs.schedule in ("gpipe", "1f1b") and inputs.vpp == 1:
         fill = 1.0 - (1.0 - 1.0 / m) ** pp
         pipeline = max(pipeline, w / fill)
@@ -54,4 +63,4 @@ def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
 
 def group_time_floor_s(inputs: PartitionInputs) -> float:
     w = work_s(inputs)
-    return max(inputs.num_microbatches * w / inputs.pp, w)
+    return max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))

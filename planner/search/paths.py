@@ -179,6 +179,9 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
                 cur = nxt[0]
                 vc[c.ops[cur][2]][c.ops[cur][1]] += 1
                 vx[nxt[1]] += 1
-            f, b, i, w = (tuple(v) for v in vc)
-            cuts.append(PathCut(f=f, b=b, i=i, w=w, x=tuple(vx)))
+            cuts.append(
+                PathCut(
+                    f=tuple(vc[_F]), b=tuple(vc[_B]), i=tuple(vc[_I]), w=tuple(vc[_W]), x=tuple(vx)
+                )
+            )
     return cuts

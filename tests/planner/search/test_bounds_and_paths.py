@@ -1,0 +1,75 @@
+"""The pruning floors and the path cuts are lower bounds: checked against the simulator."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from planner.cost import partition_inputs, resolve_costs
+from planner.schedules import StageDurations, generate, simulate
+from planner.search.bounds import (
+    group_memory_floor_bytes,
+    group_time_floor_s,
+    memory_floor_bytes,
+    time_floor_s,
+)
+from planner.search.exhaustive import exhaustive_config
+from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.space import enumerate_configs
+
+from .random_requests import random_request
+
+SCHEDULES = [
+    ("gpipe", 1),
+    ("1f1b", 1),
+    ("zb-h1", 1),
+    ("interleaved-1f1b", 2),
+    ("zbv", 2),
+    ("zb-h1", 2),
+]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_every_path_cut_is_below_the_simulated_makespan(seed: int) -> None:
+    rng = random.Random(seed)
+    name, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    pp = rng.choice([2, 3, 4])
+    m = rng.choice([pp, 2 * pp, 8])
+    if name == "interleaved-1f1b" and m % max(1, m // pp):
+        m = pp
+    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+    n = pp * vpp
+    w = tuple(rng.uniform(0, 1) for _ in range(n))
+    d = StageDurations(
+        fw_s=tuple(rng.uniform(0.1, 2) for _ in range(n)),
+        bw_s=tuple(x + rng.uniform(0.1, 2) for x in w),
+        w_s=w,
+        p2p_s=tuple(rng.uniform(0, 0.3) for _ in range(n)),
+    )
+    makespan = simulate(sched, d).step_time_s
+    mine, crit = critical_path(sched, d)
+    assert mine == pytest.approx(makespan, rel=1e-12)
+    assert crit.length_s(d) == pytest.approx(makespan, rel=1e-12)  # the critical path is tight
+    cuts = [rank_chain(sched, r) for r in range(pp)] + through_rank_paths(sched)
+    assert all(c.length_s(d) <= makespan * (1 + 1e-12) for c in cuts)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_floors_never_exceed_a_configurations_optimum(seed: int) -> None:
+    req = random_request(random.Random(500 + seed))
+    src = resolve_costs(req)
+    for cfg in enumerate_configs(req, num_layers=len(src.layers)):
+        try:
+            inputs = partition_inputs(req, cfg.candidate(), source=src)
+        except ValueError:
+            continue
+        best = exhaustive_config(inputs, modes=cfg.modes).best
+        if best is None:
+            continue
+        step = best.score.step_time_s
+        peak = best.score.peak_memory_bytes
+        assert time_floor_s(inputs) <= step * (1 + 1e-12)
+        assert group_time_floor_s(inputs) <= step * (1 + 1e-12)
+        assert memory_floor_bytes(inputs) <= peak * (1 + 1e-12)
+        assert group_memory_floor_bytes(inputs) <= peak * (1 + 1e-12)

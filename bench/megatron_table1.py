@@ -1,6 +1,6 @@
 """Predict Megatron-LM's Table 1 (Narayanan et al. 2021, weak scaling) with meshplan's cost model.
 
-python bench/megatron_table1.py [--json] [--cases PATH]
+python bench/megatron_table1.py [--json] [--cases PATH] [--plan [--plan-time-limit S]]
 
 For each published configuration (tp, pp, dp, full recompute, A100-SXM-80GB) it evaluates the
 candidate below and prints {"name", "published_tflops_per_gpu", "predicted_tflops_per_gpu",
@@ -20,6 +20,11 @@ every row:
   neither), balanced stages (embedding with the first stage, head with the last).
 The efficiency constants are the calibrated defaults of planner/catalog/efficiency.py
 (bench/calibrate.py); nothing is tuned per row.
+
+--plan also runs the planner (planner.search, full default space, 80 GiB cap) on each row and
+adds "plan" (degrees, schedule, mbs, vpp), "planned_tflops_per_gpu", "planned_step_time_s",
+"plan_status", "plan_wall_time_s" and "speedup" (published configuration's predicted step time /
+the plan's, same cost model), with their geometric mean.
 """
 
 from __future__ import annotations
@@ -130,6 +135,42 @@ def rows(
     return out
 
 
+def add_plans(table: list[dict[str, Any]], cases_path: str | Path, *, time_limit_s: float) -> float:
+    """Plan every row (planner.search) next to its published configuration; returns the
+    geometric mean of the speedups."""
+    import math
+    import time
+
+    from planner.search import search
+
+    logs = []
+    for row, case in zip(table, load_cases(cases_path), strict=True):
+        req = case_request(case)
+        req = req.model_copy(
+            update={"search": req.search.model_copy(update={"time_limit_s": time_limit_s})}
+        )
+        started = time.monotonic()
+        result = search(req, clock=time.monotonic)
+        p = result.plan
+        row["plan"] = {
+            "tp": p.tp,
+            "pp": p.pp,
+            "dp": p.dp,
+            "vpp": p.vpp,
+            "schedule": p.schedule,
+            "micro_batch_size": p.micro_batch_size,
+            "zero_stage": p.zero_stage,
+            "recompute": p.recompute,
+        }
+        row["planned_tflops_per_gpu"] = round(p.prediction.hardware_tflops_per_gpu, 2)
+        row["planned_step_time_s"] = round(p.prediction.step_time_s, 3)
+        row["plan_status"] = result.search.status
+        row["plan_wall_time_s"] = round(time.monotonic() - started, 3)
+        row["speedup"] = round(row["predicted_step_time_s"] / p.prediction.step_time_s, 4)
+        logs.append(math.log(row["speedup"]))
+    return math.exp(sum(logs) / len(logs))
+
+
 def summary(table: list[dict[str, Any]]) -> dict[str, float]:
     errors = [abs(r["error"]) for r in table]
     return {
@@ -143,9 +184,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     parser.add_argument("--cases", default=str(DEFAULT_CASES), help="megatron_table1.json")
+    parser.add_argument("--plan", action="store_true", help="also plan each row (planner.search)")
+    parser.add_argument("--plan-time-limit", type=float, default=10.0, help="seconds per row")
     args = parser.parse_args()
     table = rows(args.cases)
     stats = summary(table)
+    if args.plan:
+        stats["plan_speedup_geomean"] = round(
+            add_plans(table, args.cases, time_limit_s=args.plan_time_limit), 4
+        )
     if args.json:
         print(json.dumps(table, indent=1))
         print(json.dumps({"summary": stats}), file=sys.stderr)
@@ -161,6 +208,13 @@ def main() -> None:
             f"{r['predicted_step_time_s']:>9.2f}{r['peak_memory_gib']:>9.1f}"
             f"{r['bubble_fraction']:>8.3f}"
         )
+    for r in table if args.plan else ():
+        print(
+            f"{r['name']:<22} plan {r['plan']} {r['planned_tflops_per_gpu']:.1f} TFLOP/s, "
+            f"speedup x{r['speedup']:.3f} ({r['plan_status']}, {r['plan_wall_time_s']:.1f} s)"
+        )
+    if args.plan:
+        print(f"plan speedup, geometric mean x{stats['plan_speedup_geomean']:.3f}")
     print(
         f"mean |error| {100 * stats['mean_abs_error']:.1f}%, "
         f"max |error| {100 * stats['max_abs_error']:.1f}% over {stats['rows']} rows "

@@ -45,6 +45,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.fixed_plan import fixed_plan  # noqa: E402
 from planner.plan import Plan  # noqa: E402
 from planner.runreport import RunReport  # noqa: E402
 from planner.specs.cluster import ClusterSpec  # noqa: E402
@@ -58,7 +59,6 @@ from planner.specs.request import (  # noqa: E402
 from planner.specs.training import TrainingSpec  # noqa: E402
 from profiler.layer_profiler import ProfileOptions, profile_model  # noqa: E402
 from profiler.layer_source import ModelSource  # noqa: E402
-from profiler.runner.plans import fixed_plan  # noqa: E402
 
 ARCH = ModelArch(
     family="gpt",

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bench.fixed_plan import fixed_plan
 from planner.plan import Plan
 from planner.specs.base import ScheduleName
 from planner.specs.cluster import ClusterSpec
@@ -21,7 +22,6 @@ from planner.specs.request import Candidate, PlanRequest, StageSpec
 from planner.specs.training import TrainingSpec
 from profiler.models import build_model
 from profiler.run_plan import synthetic_batch
-from profiler.runner.plans import fixed_plan
 from profiler.runner.tied import EMBEDDING, OUTPUT
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,11 +13,18 @@ from typing import ClassVar
 import pytest
 from run_plan_support import child_env, free_port, make_plan, run_forked
 
+from bench.fixed_plan import fixed_plan
 from planner.launch.deployment import Deployment
 from planner.launch.render import render
 from planner.runreport import RunReport
-from planner.specs.request import StageSpec
+from planner.specs.base import RecomputeMode, ScheduleName
+from planner.specs.cluster import ClusterSpec
+from planner.specs.request import Candidate, PlanRequest, ProfileRef, StageSpec
+from planner.specs.training import TrainingSpec
+from profiler.layer_profiler import ProfileOptions, profile_model
+from profiler.layer_source import ModelSource
 from profiler.models import tiny_arch
+from profiler.runner.mesh import init_mesh
 from profiler.runner.options import load_plan
 from profiler.runner.split import local_stages, stage_layout
 
@@ -171,3 +178,38 @@ def test_report_is_posted_to_the_service_url(tmp_path: Path) -> None:
     assert auth == "Bearer k-secret"
     report = RunReport.model_validate_json(body)
     assert report.plan_id == "pl_abc" and report.pp == 2 and len(report.stages) == 2
+
+
+def test_world_size_must_match_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = make_plan(GPT, pp=2, dp=2)
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(ValueError, match=r"WORLD_SIZE=3 but the plan needs pp\(2\) \* dp\(2\)"):
+        init_mesh(plan, device="cpu")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("schedule", "vpp", "recompute"),
+    [("1f1b", 1, "none"), ("gpipe", 1, "selective"), ("interleaved-1f1b", 2, "full")],
+)
+def test_activation_bytes_match_the_plan_from_a_measured_profile(
+    tmp_path: Path, schedule: ScheduleName, vpp: int, recompute: RecomputeMode
+) -> None:
+    """Plan from the profiler's measured profile; every stage's measured peak of saved
+    activations is within 5 % of the plan's (in-flight micro-batches x per-layer bytes)."""
+    source = ModelSource(name="tiny", seq_length=16, arch=GPT)
+    options = ProfileOptions(micro_batch_sizes=(2,), repeats=1, warmup=0)
+    profile = profile_model(source, options).profile
+    request = PlanRequest(
+        model=ProfileRef(profile=profile),
+        cluster=ClusterSpec(gpu="CPU", num_gpus=2),
+        training=TrainingSpec(global_batch_size=8, seq_length=16, dtype="fp32"),
+    )
+    candidate = Candidate(pp=2, vpp=vpp, schedule=schedule, micro_batch_size=2, recompute=recompute)
+    plan = fixed_plan(request, candidate).model_copy(update={"arch": GPT})
+    run_forked(plan, tmp_path, "--report", str(tmp_path / "r.json"), "--steps", "1")
+    report = RunReport.model_validate_json((tmp_path / "r.json").read_text())
+    for predicted, measured in zip(plan.prediction.stages, report.stages, strict=True):
+        assert measured.stage == predicted.stage
+        error = measured.activation_bytes / predicted.activation_bytes - 1
+        assert abs(error) < 0.05, (predicted.stage, predicted.activation_bytes, measured)

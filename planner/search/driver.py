@@ -103,24 +103,34 @@ def run_search(
     for cfg in configs:
         key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
         groups.setdefault((*key, cfg.sequence_parallel, cfg.modes), []).append(cfg)
-    ranked: list[tuple[float, float, list[Config]]] = []
-    for members in groups.values():
+    # Visit groups in a cheap a-priori order (no cost model needed): the 1F1B bubble share
+    # (pp - 1) / (m + pp - 1), then tensor-parallel width, ZeRO-1 before 0. The order only
+    # decides what is seen first when time is short; pruning uses the floors.
+    ordered = sorted(
+        groups.values(),
+        key=lambda ms: (
+            (ms[0].pp - 1) / (ms[0].num_microbatches + ms[0].pp - 1),
+            ms[0].tp,
+            ms[0].zero_stage != 1,
+        ),
+    )
+    limit = request.search.time_limit_s
+    for done, members in enumerate(ordered):
+        if on_progress is not None:
+            on_progress(done / max(1, len(ordered)))
+        if out.best is not None and elapsed() >= SWEEP_SHARE * limit:
+            out.status = "FEASIBLE"
+            out.skipped += len(members)
+            continue
         floors = _group_floors(request, src, members)
-        if floors is None:
-            ranked.append((0.0, 0.0, members))
-        elif floors[0] > request.memory_cap_bytes and prune:
+        if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
             out.group_memory_floor = min(out.group_memory_floor, floors[0])
             rep = _representative(request, src, members)
             if rep is not None:
                 out.memory_reps.append(rep)
-        else:
-            ranked.append((floors[1], floors[0], members))
-    ranked.sort(key=lambda g: (g[0], g[1]))
-    limit = request.search.time_limit_s
-    for done, (group_floor, _, members) in enumerate(ranked):
-        if on_progress is not None:
-            on_progress(done / max(1, len(ranked)))
+            continue
+        group_floor = floors[1] if floors is not None else 0.0
         best = out.best
         if (
             prune
@@ -129,14 +139,6 @@ def run_search(
             and group_floor >= best[1].score.step_time_s * (1 - REL_TOL)
         ):
             out.group_time_pruned += len(members)
-            continue
-        if best is not None and elapsed() >= limit:
-            out.status = "FEASIBLE"
-            out.skipped += len(members)
-            continue
-        if best is not None and elapsed() >= SWEEP_SHARE * limit:
-            out.status = "FEASIBLE"
-            out.skipped += len(members)
             continue
         entries = []
         for cfg in members:
@@ -186,15 +188,18 @@ def _visit(
     ):
         entry.verdict = "pruned"
         return 0.0
-    extra = tuple(lo for lo, _ in balanced_bounds(n, inputs.num_stages))
-    hints = hint_partitions(inputs, cfg.modes, (*extra, n))
     left = time_left()
-    if left <= 0:
+    if left <= 0 and best is not None:
         out.status = "FEASIBLE"
         entry.verdict = "timeout"
-        if best is None:  # never return nothing: score the heuristics
-            for h in hints:
-                _offer(request, out, entry, Scored(h, score(inputs, h)))
+        return 0.0
+    extra = tuple(lo for lo, _ in balanced_bounds(n, inputs.num_stages))
+    hints = hint_partitions(inputs, cfg.modes, (*extra, n))
+    if left <= 0:  # never return nothing: score the heuristics
+        out.status = "FEASIBLE"
+        entry.verdict = "timeout"
+        for h in hints:
+            _offer(request, out, entry, Scored(h, score(inputs, h)))
         return 0.0
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split)

@@ -91,19 +91,14 @@ def solve_config(
     model = PartitionModel(
         inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
     )
-    for r in range(inputs.pp):
-        model.add_path_cut(rank_chain(sched, r))
-        result.cuts += 1
-    for cut in through_rank_paths(sched):
-        model.add_path_cut(cut)
-        result.cuts += 1
+    for cut in [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched):
+        result.cuts += model.add_path_cut(cut)
 
     def consider(part: Partition, known: Scored | None = None) -> Scored:
         scored = known if known is not None else Scored(part, score(inputs, part))
         sc = scored.score
         _, cut = critical_path(sched, durations_of(sc))
-        model.add_path_cut(cut)
-        result.cuts += 1
+        result.cuts += model.add_path_cut(cut)
         result.evaluated.append(scored)
         if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):
             result.best = scored

@@ -115,6 +115,7 @@ class PartitionModel:
         self._exprs: dict[Key, cp_model.LinearExprT] = {}
         self._cuts: list[dict[Key, int]] = []
         self._post: list[dict[Key, int]] = []
+        self._seen: set[PathCut] = set()
         self._build(split)
 
     # ---- variables and constraints ------------------------------------------------------
@@ -252,8 +253,12 @@ class PartitionModel:
         return sum(c * self._exprs[k] for k, c in coefs.items() if c)
 
     # ---- cuts, bounds, hints --------------------------------------------------------------
-    def add_path_cut(self, cut: PathCut) -> None:
-        """T >= the path's length, every coefficient rounded down (a valid lower bound)."""
+    def add_path_cut(self, cut: PathCut) -> bool:
+        """T >= the path's length, every coefficient rounded down (a valid lower bound).
+        Returns False (and adds nothing) for a path already in the model."""
+        if cut in self._seen:
+            return False
+        self._seen.add(cut)
         inp, sc = self.inputs, self.scale
         coefs: dict[Key, int] = {}
         for kind, g, s, k in self._exprs:
@@ -270,6 +275,7 @@ class PartitionModel:
                 coefs[(kind, g, s, k)] = math.floor(v * sc)
         self._cuts.append(coefs)
         self.model.add(self.t >= self._linear(coefs))
+        return True
 
     def add_objective_bound(self, units: int) -> None:
         self.model.add(self.t + self.p <= units)

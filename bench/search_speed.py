@@ -66,6 +66,7 @@ def main() -> None:
             "configurations": res.search.candidates_considered,
             "pruned": res.search.candidates_pruned,
             "solver_calls": res.search.solver_calls,
+            "best_found_at_s": res.search.details.get("best_found_at_s"),
             "plan": f"tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp} {p.schedule} "
             f"mbs={p.micro_batch_size}",
             "tflops_per_gpu": round(p.prediction.hardware_tflops_per_gpu, 1),
@@ -75,7 +76,8 @@ def main() -> None:
             print(
                 f"{row['name']:<22} {row['num_gpus']:>5} GPUs {wall:7.2f} s {row['status']:<8} "
                 f"{row['configurations']:>6} configs {row['pruned']:>6} pruned "
-                f"{row['solver_calls']:>4} solves  {row['plan']}  {row['tflops_per_gpu']} TFLOP/s"
+                f"{row['solver_calls']:>4} solves  best at {row['best_found_at_s']} s  "
+                f"{row['plan']}  {row['tflops_per_gpu']} TFLOP/s"
             )
     walls = [r["wall_time_s"] for r in out]
     summary = {"median_s": statistics.median(walls), "max_s": max(walls)}

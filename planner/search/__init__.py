@@ -76,6 +76,7 @@ def search(
             "pruned_by_group_time_floor": out.group_time_pruned,
             "skipped_at_time_limit": verdicts["timeout"] + out.skipped,
             "path_cuts": out.cuts,
+            "best_found_at_s": round(out.best_found_at_s, 3),
             "clock": "caller" if clock is not None else "cp-sat solve time",
         },
     )

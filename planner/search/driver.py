@@ -67,6 +67,8 @@ class Outcome:
     skipped: int = 0  # configurations left unvisited at the time limit
     num_configs: int = 0
     memory_reps: list[Entry] = field(default_factory=list)  # groups pruned by memory
+    best_found_at_s: float = 0.0  # elapsed time when the final best plan was first seen
+    now: Callable[[], float] = lambda: 0.0
     group_time_pruned: int = 0  # configurations pruned with their group's time floor
     source: CostSource | None = None
     families: dict[tuple[int, int, int, int, str], tuple[Entry, Scored]] = field(
@@ -98,6 +100,8 @@ def run_search(
 
     def elapsed() -> float:
         return clock() - start if clock is not None else solver_s
+
+    out.now = elapsed
 
     groups: dict[tuple[object, ...], list[Config]] = {}
     for cfg in configs:
@@ -268,6 +272,7 @@ def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None
         return
     if out.best is None or _rank(request, sc) < _rank(request, out.best[1]):
         out.best = (entry, sc)
+        out.best_found_at_s = out.now()
     fam = entry.config.family
     have = out.families.get(fam)
     if have is None or _rank(request, sc) < _rank(request, have[1]):

@@ -91,3 +91,14 @@ def test_user_factory_model(tmp_path: Path) -> None:
     grads = run_forked(plan, tmp_path, "--model-factory", "run_plan_support:user_model")
     model = user_model(seq_length=plan.seq_length, seed=0)
     assert_same_grads(plan, grads, model=model, vocab_size=model.vocab_size)
+
+
+@pytest.mark.parametrize(
+    "bounds", [((0, 1), (1, 6)), ((0, 5), (5, 6))], ids=["embedding-alone", "head-alone"]
+)
+def test_a_stage_of_only_the_embedding_or_only_the_head(
+    tmp_path: Path, bounds: tuple[tuple[int, int], tuple[int, int]]
+) -> None:
+    stages = tuple(StageSpec(layers=b) for b in bounds)
+    plan = make_plan(GPT, pp=2, schedule="1f1b", stages=stages)
+    assert_same_grads(plan, run_forked(plan, tmp_path))

@@ -61,6 +61,7 @@ def search(
         candidates_considered=out.num_configs,
         candidates_pruned=verdicts["memory"]
         + verdicts["pruned"]
+        + verdicts["dominated"]
         + out.invalid
         + out.group_pruned
         + out.group_time_pruned,
@@ -71,6 +72,7 @@ def search(
             "configurations_solved": verdicts["solved"],
             "pruned_by_memory_floor": verdicts["memory"],
             "pruned_by_time_floor": verdicts["pruned"],
+            "pruned_as_dominated": verdicts["dominated"],
             "rejected_by_checks": out.invalid,
             "pruned_by_group_memory_floor": out.group_pruned,
             "pruned_by_group_time_floor": out.group_time_pruned,

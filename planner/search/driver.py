@@ -159,6 +159,8 @@ def run_search(
                 entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
                 _offer(request, out, entry, sc)
         out.entries.extend(entries)
+    if prune and request.objective == "time":
+        _mark_dominated(out.entries)
     # Exact phase: the most promising configurations first (by their heuristic step time);
     # the floors still decide what is pruned, so the order only affects speed.
     for entry in sorted(out.entries, key=lambda e: (e.estimate_s, e.time_floor_s)):
@@ -179,6 +181,8 @@ def _visit(
 ) -> float:
     """Bound, then solve one configuration; returns the CP-SAT time spent."""
     inputs, cfg = entry.inputs, entry.config
+    if entry.verdict == "dominated":
+        return 0.0
     exhaustive = request.search.mode == "exhaustive"
     if entry.memory_floor_bytes > inputs.cap_bytes and not exhaustive:
         entry.verdict = "memory"
@@ -265,6 +269,56 @@ def _representative(request: PlanRequest, src: CostSource, members: list[Config]
         entry.verdict = "memory"
         return entry
     return None
+
+
+def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
+    """Every partition is at least as fast and as small under `a` as under `b`: same schedule
+    and layers, every per-layer time and byte count <= (the simulated makespan is a longest
+    path, so it never decreases when a duration grows)."""
+    if (a.schedule, a.pp, a.vpp, a.num_microbatches, a.inflight, a.stage_rank) != (
+        b.schedule,
+        b.pp,
+        b.vpp,
+        b.num_microbatches,
+        b.inflight,
+        b.stage_rank,
+    ) or a.cap_bytes != b.cap_bytes:
+        return False
+    if a.fixed_bytes > b.fixed_bytes:
+        return False
+    flat = (
+        (a.fw_s, b.fw_s),
+        (a.bw_weight_s, b.bw_weight_s),
+        (a.p2p_s, b.p2p_s),
+        (a.static_bytes, b.static_bytes),
+        (a.post_s, b.post_s),
+    )
+    if any(x > y for xs, ys in flat for x, y in zip(xs, ys, strict=True)):
+        return False
+    triples = ((a.bw_input_s, b.bw_input_s), (a.activation_bytes, b.activation_bytes))
+    return all(
+        x <= y
+        for xs, ys in triples
+        for tx, ty in zip(xs, ys, strict=True)
+        for x, y in zip(tx, ty, strict=True)
+    )
+
+
+def _mark_dominated(entries: list[Entry]) -> None:
+    """Configurations that differ only in the ZeRO stage: drop those another one dominates
+    (typically ZeRO-0 against ZeRO-1: same times or slower, more bytes)."""
+    buckets: dict[tuple[object, ...], list[Entry]] = {}
+    for e in entries:
+        c = e.config
+        key = (c.tp, c.pp, c.dp, c.vpp, c.schedule, c.micro_batch_size, c.sequence_parallel)
+        buckets.setdefault((*key, c.modes), []).append(e)
+    for group in buckets.values():
+        for i, e in enumerate(group):
+            for j, other in enumerate(group):
+                if i == j or other.verdict == "dominated" or e.verdict == "dominated":
+                    continue
+                if _dominates(other.inputs, e.inputs):
+                    e.verdict = "dominated"
 
 
 def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None:

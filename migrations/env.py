@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
 from api.store.tables import Base
 
@@ -28,9 +28,16 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+# Several replicas may start at once; on PostgreSQL they take turns (a session advisory lock).
+MIGRATION_LOCK_ID = 0x6D657368706C616E  # "meshplan"
+
+
 def run_online() -> None:
     engine = create_engine(_url(), poolclass=pool.NullPool)
     with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=target_metadata,

@@ -48,6 +48,11 @@ def serve(
             }
         )
         return
+    if settings.migrate_on_start:  # once here, not in every worker process
+        from api.store import migrate
+
+        migrate.upgrade(settings.database_url)
+        os.environ["MESHPLAN_MIGRATE_ON_START"] = "false"
     typer.echo(f"meshplan service on http://{host}:{port} (database {settings.database_url})")
     uvicorn.run(
         "api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level="info"

@@ -3,6 +3,10 @@ migrated schema matches the ORM tables."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
@@ -10,6 +14,7 @@ from sqlalchemy import create_engine, inspect
 from api.store import migrate
 from api.store.tables import Base
 
+ROOT = Path(__file__).resolve().parents[2]
 TABLES = {"api_keys", "plans", "plan_tags", "jobs", "idempotency_keys", "profiles", "runs"}
 
 
@@ -39,3 +44,18 @@ def test_upgrade_downgrade_upgrade(db_url: str) -> None:
     finally:
         engine.dispose()
     assert diff == [], f"migrations and ORM tables differ: {diff}"
+
+
+def test_concurrent_upgrades_take_turns(db_url: str) -> None:
+    """Replicas starting together all migrate (PostgreSQL: an advisory lock serialises them)."""
+    if not db_url.startswith("postgresql"):
+        return  # SQLite: one process migrates (`meshplan serve` does it before the workers)
+    code = f"from api.store import migrate; migrate.upgrade({db_url!r})"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    assert _tables(db_url) == TABLES
+    assert migrate.current(db_url) is not None

@@ -19,6 +19,7 @@ from api.deps import PrincipalDep, SessionDep
 from api.problems import ProblemError, field_errors
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
+from planner.errors import SpecError, UnsupportedPlanError
 from planner.launch import Deployment, LaunchBundle, render
 from planner.plan import PlanResult
 
@@ -73,7 +74,14 @@ def _bundle(
     if row is None:
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     plan = PlanResult.model_validate(row.result).plan
-    return render(plan, deployment, target=target, framework=framework)  # type: ignore[arg-type]
+    try:
+        return render(plan, deployment, target=target, framework=framework)  # type: ignore[arg-type]
+    except (SpecError, UnsupportedPlanError):
+        raise  # mapped to 422 problems naming the field / every reason
+    except ValueError as exc:  # e.g. a derived value the emitter's own models reject
+        raise ProblemError(
+            422, "Cannot render launch configs", str(exc)[:2000], kind="validation"
+        ) from exc
 
 
 def _respond(request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: str) -> Response:

@@ -74,7 +74,9 @@ class SavedBytesMeter:
         if count == 0:
             self._add(stage, t.untyped_storage().nbytes())
         self._refs[key] = count + 1
-        packed = _Packed(t)
+        # detached: a saved output must not hold its own grad_fn (an uncollectable cycle once
+        # a graph is retained, as the split backward of the zero-bubble schedules does)
+        packed = _Packed(t.detach())
         weakref.finalize(packed, self._release, key, t.untyped_storage().nbytes())
         return packed
 

@@ -141,6 +141,7 @@ class RunRow:
     worst_stage: int
     peak_memory_error: float
     load_average: list[float]  # 1-minute load average before each repeat (2 cores)
+    links: dict[str, float]  # the ClusterSpec link figures planned with (empty: catalog)
     stages: list[StageRow]
 
 
@@ -167,13 +168,26 @@ def profile(
     return profile_model(source, options).profile
 
 
+Links = dict[int, dict[str, float]]  # ranks -> ClusterSpec link fields measured with them
+
+
 def request_for(
-    prof: ModelProfile, ranks: int, global_batch: int, *, gpu: str = "CPU"
+    prof: ModelProfile,
+    ranks: int,
+    global_batch: int,
+    *,
+    gpu: str = "CPU",
+    links: Links | None = None,
 ) -> PlanRequest:
+    """The plan request; `links[ranks]` (from profiler.network) replace the catalog's figures."""
+    fields = (links or {}).get(ranks, {})
     return PlanRequest(
         model=ProfileRef(profile=prof),
         cluster=ClusterSpec(
-            gpu=gpu, num_gpus=ranks, gpus_per_node=max(ranks, 8 if gpu != "CPU" else ranks)
+            gpu=gpu,
+            num_gpus=ranks,
+            gpus_per_node=max(ranks, 8 if gpu != "CPU" else ranks),
+            **fields,
         ),
         training=TrainingSpec(
             global_batch_size=global_batch, seq_length=prof.seq_length, dtype=prof.dtype
@@ -213,7 +227,13 @@ def _rel(measured: float, predicted: float) -> float:
     return (measured - predicted) / predicted if predicted else float("nan")
 
 
-def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]) -> RunRow:
+def compare(
+    label: str,
+    plan: Plan,
+    reports: list[RunReport],
+    loads: list[float],
+    links: dict[str, float] | None = None,
+) -> RunRow:
     pred = plan.prediction
     rank_busy = {r.rank: r.busy_s for r in pred.ranks}
     steps = [r.step_time_s for r in reports]
@@ -279,20 +299,40 @@ def compare(label: str, plan: Plan, reports: list[RunReport], loads: list[float]
         worst_stage=worst.stage,
         peak_memory_error=worst_peak.peak_error,
         load_average=loads,
+        links=links or {},
         stages=rows,
     )
 
 
-def plans(prof: ModelProfile, configs: tuple[Config, ...]) -> list[tuple[str, Plan]]:
+def plans(prof: ModelProfile, configs: tuple[Config, ...], links: Links) -> list[tuple[str, Plan]]:
     out: list[tuple[str, Plan]] = []
     for cfg in configs:
         c = cfg.candidate
         gb = c.dp * c.micro_batch_size * cfg.microbatches
-        out.append((cfg.label, fixed_plan(request_for(prof, c.tp * c.pp * c.dp, gb), c)))
+        req = request_for(prof, c.tp * c.pp * c.dp, gb, links=links)
+        out.append((cfg.label, fixed_plan(req, c)))
     return out
 
 
-def searched_plans(prof: ModelProfile) -> list[tuple[str, Plan]]:
+def measure_links(ranks: int, workdir: Path) -> dict[str, float]:
+    """Link figures of `ranks` gloo processes on this machine (`python -m profiler.network`):
+    all-reduce bus bandwidth and the small-message send/recv latency."""
+    out = workdir / f"network{ranks}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC"))}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+        "-m", "profiler.network", "-o", str(out), "--backend", "gloo",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"network profiler failed:\n{proc.stderr[-3000:]}")
+    links = json.loads(out.read_text())["links"]
+    return {k: float(v) for k, v in links.items() if k.startswith("intra_node") and v}
+
+
+def searched_plans(prof: ModelProfile, links: Links) -> list[tuple[str, Plan]]:
     """The search's best plan for 2 and 4 ranks, when planner.search.search exists."""
     try:
         from planner.search import search
@@ -300,7 +340,7 @@ def searched_plans(prof: ModelProfile) -> list[tuple[str, Plan]]:
         return []
     out: list[tuple[str, Plan]] = []
     for ranks in (2, 4):
-        req = request_for(prof, ranks, 16).model_copy(
+        req = request_for(prof, ranks, 16, links=links).model_copy(
             update={
                 "constraints": Constraints(
                     memory_reserve_gib=0.0, tp=(1,), micro_batch_sizes=(MBS,), zero_stages=(0,)
@@ -367,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, default=None, help="use this ModelProfile JSON")
     p.add_argument("--save-profile", type=Path, default=None, help="write the profile here")
     p.add_argument(
+        "--catalog-links",
+        action="store_true",
+        help="plan with the catalog's CPU link figures instead of measuring them "
+        "(profiler.network with 2 and 4 gloo ranks)",
+    )
+    p.add_argument(
         "--reprofile",
         action="store_true",
         help="profile again right before each plan's runs and re-predict the same plan with it "
@@ -380,14 +426,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.save_profile is not None:
         a.save_profile.write_text(prof.model_dump_json(indent=1))
     configs = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
-    todo = plans(prof, configs) + searched_plans(prof)
     rows: list[RunRow] = []
     with tempfile.TemporaryDirectory() as tmp:
+        links: Links = {}
+        if not a.catalog_links:
+            links = {n: measure_links(n, Path(tmp)) for n in sorted({2, 4})}
+            if not a.json:
+                print(f"measured links (profiler.network, gloo): {links}")
+        todo = plans(prof, configs, links) + searched_plans(prof, links)
         for i, (label, first) in enumerate(todo):
             plan = first
             if a.reprofile:
                 fresh = profile(repeats=10)
-                req = request_for(fresh, first.num_gpus, first.global_batch_size)
+                req = request_for(fresh, first.num_gpus, first.global_batch_size, links=links)
                 plan = fixed_plan(req, first.candidate())
             reports = []
             loads: list[float] = []
@@ -396,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                 work = Path(tmp) / f"run{i}_{k}"
                 work.mkdir()
                 reports.append(run_plan(plan, work, steps=a.steps, warmup=a.warmup))
-            rows.append(compare(label, plan, reports, loads))
+            rows.append(compare(label, plan, reports, loads, links.get(plan.num_gpus)))
             if not a.json:
                 print_table(rows[-1:])
                 sys.stdout.flush()

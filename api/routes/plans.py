@@ -62,6 +62,7 @@ async def create_plan(
         tenant=tenant,
         key=idempotency_key,
         fingerprint=body_fingerprint(body),
+        stale_after_s=state.settings.max_time_limit_s + 60.0,
     )
     if claim.outcome == "mismatch":
         raise ProblemError(

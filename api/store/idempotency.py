@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.store.tables import IdempotencyRow
+from api.store.tables import IdempotencyRow, utcnow
 
 
 @dataclass(frozen=True)
@@ -19,8 +20,16 @@ class Claim:
     row: IdempotencyRow | None = None
 
 
-def begin(factory: sessionmaker[Session], *, tenant: str, key: str, fingerprint: str) -> Claim:
-    """Reserve `key` for this request, or say why not."""
+def begin(
+    factory: sessionmaker[Session],
+    *,
+    tenant: str,
+    key: str,
+    fingerprint: str,
+    stale_after_s: float = 3600.0,
+) -> Claim:
+    """Reserve `key` for this request, or say why not. A reservation still in flight after
+    `stale_after_s` belonged to a process that died: it is dropped and the key reserved anew."""
     with factory() as session:
         session.add(
             IdempotencyRow(tenant=tenant, key=key, fingerprint=fingerprint, status="in_flight")
@@ -33,8 +42,18 @@ def begin(factory: sessionmaker[Session], *, tenant: str, key: str, fingerprint:
         row = session.scalar(
             select(IdempotencyRow).where(IdempotencyRow.tenant == tenant, IdempotencyRow.key == key)
         )
-    if row is None:  # deleted between the insert and the read: try once more
-        return begin(factory, tenant=tenant, key=key, fingerprint=fingerprint)
+        if (
+            row is not None
+            and row.status == "in_flight"
+            and row.created_at < utcnow() - timedelta(seconds=stale_after_s)
+        ):
+            abandon(session, tenant=tenant, key=key)
+            session.commit()
+            row = None
+    if row is None:  # gone between the insert and the read (or stale): try again
+        return begin(
+            factory, tenant=tenant, key=key, fingerprint=fingerprint, stale_after_s=stale_after_s
+        )
     if row.fingerprint != fingerprint:
         return Claim("mismatch", row)
     if row.status == "in_flight":

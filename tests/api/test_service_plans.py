@@ -283,3 +283,32 @@ def test_searches_are_bounded_by_the_pool(db_url: str) -> None:
         assert state.pool.peak_running == 1
     finally:
         stop(state)
+
+
+def test_a_stale_in_flight_key_is_taken_over(api: Api) -> None:
+    """A reservation left by a process that died does not block its key forever."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from api.store.tables import IdempotencyRow, utcnow
+
+    body = tiny_request(tags=["stale"])
+    sessions = api.app.state.meshplan.sessions
+    claim = idempotency.begin(
+        sessions,
+        tenant="acme",
+        key="k-dead",
+        fingerprint=body_fingerprint(PlanRequest.model_validate(body)),
+    )
+    assert claim.outcome == "new"
+    h = {**api.acme, "Idempotency-Key": "k-dead"}
+    assert api.client.post("/v1/plans", json=body, headers=h).status_code == 409
+    with sessions() as s:
+        s.execute(
+            update(IdempotencyRow)
+            .where(IdempotencyRow.key == "k-dead")
+            .values(created_at=utcnow() - timedelta(hours=2))
+        )
+        s.commit()
+    assert api.client.post("/v1/plans", json=body, headers=h).status_code == 201

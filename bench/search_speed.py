@@ -1,6 +1,6 @@
 """Search speed on the Megatron-LM Table 1 rows: the full default space, A100 80 GB cap.
 
-    python bench/search_speed.py [--time-limit 30] [--rows 0,4,9] [--json]
+    python bench/search_speed.py [--time-limit 30] [--rows 0,4,9] [--workers 1] [--json]
 
 For each row of ../shared/cases/megatron_table1.json: model, GPUs and global batch as
 published, no constraint but the 80 GiB cap. Prints per row the wall time, the search status
@@ -26,7 +26,7 @@ from planner.specs import PlanRequest
 CASES = Path(__file__).resolve().parents[2] / "shared" / "cases" / "megatron_table1.json"
 
 
-def request_for(case: dict[str, Any], time_limit_s: float) -> PlanRequest:
+def request_for(case: dict[str, Any], time_limit_s: float, workers: int = 1) -> PlanRequest:
     model = {k: v for k, v in case["model"].items() if k not in ("seq_length", "params_billion")}
     return PlanRequest.model_validate(
         {
@@ -37,7 +37,7 @@ def request_for(case: dict[str, Any], time_limit_s: float) -> PlanRequest:
                 "seq_length": case["model"]["seq_length"],
             },
             "constraints": {"memory_cap_gib": 80},
-            "search": {"time_limit_s": time_limit_s, "top_k": 0},
+            "search": {"time_limit_s": time_limit_s, "top_k": 0, "workers": workers},
         }
     )
 
@@ -47,13 +47,14 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--rows", default="")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--workers", type=int, default=1, help="CP-SAT workers (1 is fastest here)")
     args = ap.parse_args()
     cases = json.loads(CASES.read_text())["cases"]
     rows = [int(x) for x in args.rows.split(",")] if args.rows else range(len(cases))
     out = []
     for i in rows:
         case = cases[i]
-        req = request_for(case, args.time_limit)
+        req = request_for(case, args.time_limit, args.workers)
         t0 = time.monotonic()
         res = search(req, clock=time.monotonic)
         wall = time.monotonic() - t0

@@ -13,6 +13,7 @@ the search adds the critical path of each partition it evaluates as a cut to its
 
 from __future__ import annotations
 
+import importlib
 import weakref
 from dataclasses import dataclass
 
@@ -58,6 +59,42 @@ def _compile(schedule: Schedule) -> _Compiled:
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    compiled = _from_simulator(schedule) or _from_validator(schedule)
+    _CACHE[key] = compiled
+    weakref.finalize(schedule, _CACHE.pop, key, None)
+    return compiled
+
+
+def _from_simulator(schedule: Schedule) -> _Compiled | None:
+    """Reuse the simulator's compiled dependency table (cached per Schedule) when it has the
+    layout we know: rows (rank, kind * stages + stage, dep, lag slot, dep, lag slot) with the
+    sentinel dep len(rows) and lag slot 0 for "none", boundary b as slot b + 1."""
+    try:
+        sim = importlib.import_module("planner.schedules.simulate")
+        rows = sim._compile(schedule).ops
+    except (ImportError, AttributeError):
+        return None
+    n, n_st = len(rows), schedule.num_stages
+    ops = []
+    for row in rows:
+        if len(row) != 6:
+            return None
+        rank, slot, d1, l1, d2, l2 = row
+        ops.append(
+            (
+                rank,
+                slot % n_st,
+                slot // n_st,
+                d1 if d1 < n else -1,
+                l1 - 1,
+                d2 if d2 < n else -1,
+                l2 - 1,
+            )
+        )
+    return _Compiled(tuple(ops), n_st, schedule.pp)
+
+
+def _from_validator(schedule: Schedule) -> _Compiled:
     order = execution_order(schedule)
     position = {cell: i for i, cell in enumerate(order.cells)}
     ops = []
@@ -68,10 +105,7 @@ def _compile(schedule: Schedule) -> _Compiled:
         deps += [(-1, -1)] * (2 - len(deps))
         (d1, b1), (d2, b2) = deps
         ops.append((rank, a.stage, KIND_INDEX[a.kind], d1, b1, d2, b2))
-    compiled = _Compiled(tuple(ops), schedule.num_stages, schedule.pp)
-    _CACHE[key] = compiled
-    weakref.finalize(schedule, _CACHE.pop, key, None)
-    return compiled
+    return _Compiled(tuple(ops), schedule.num_stages, schedule.pp)
 
 
 def critical_path(schedule: Schedule, d: StageDurations) -> tuple[float, PathCut]:

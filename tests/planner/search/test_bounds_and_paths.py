@@ -73,3 +73,13 @@ def test_floors_never_exceed_a_configurations_optimum(seed: int) -> None:
         assert group_time_floor_s(inputs) <= step * (1 + 1e-12)
         assert memory_floor_bytes(inputs) <= peak * (1 + 1e-12)
         assert group_memory_floor_bytes(inputs) <= peak * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(("name", "vpp"), SCHEDULES)
+def test_reused_simulator_table_matches_the_validators_dependencies(name: str, vpp: int) -> None:
+    from planner.search.paths import _from_simulator, _from_validator
+
+    sched = generate(name, pp=3, vpp=vpp, num_microbatches=6)  # type: ignore[arg-type]
+    reused = _from_simulator(sched)
+    assert reused is not None
+    assert reused.ops == _from_validator(sched).ops

@@ -49,7 +49,7 @@ def time_floor_s(inputs: PartitionInputs) -> float:
     pipeline = max(m * w / pp, chain_s(inputs))
     if inputs.schedule in ("gpipe", "1f1b") and inputs.vpp == 1:
         fill = 1.0 - (1.0 - 1.0 / m) ** pp
-        pipeline = max(pipeline, w / fill)
+        pipeline = max(pipeline, w / fill, last_rank_bound_s(w, m=m, pp=pp))
     return pipeline + sum(inputs.post_s) / pp
 
 
@@ -64,3 +64,15 @@ def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
 def group_time_floor_s(inputs: PartitionInputs) -> float:
     w = work_s(inputs)
     return max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))
+
+
+def last_rank_bound_s(w: float, *, m: int, pp: int) -> float:
+    """gpipe / 1f1b: with a = the last rank's work per micro-batch, the path "F0 through the
+    other stages, all of the last rank's actions, B(m-1) back" is at least (m - 1) a + W, and
+    some other rank is busy at least m (W - a) / (pp - 1); minimised over a (the two meet):
+    a = W (m - pp + 1) / ((m - 1)(pp - 1) + m), bound (m - 1) a + W. With uniform stages this
+    is the exact (m + pp - 1) W / pp."""
+    if pp == 1:
+        return m * w
+    a = max(0.0, w * (m - pp + 1) / ((m - 1) * (pp - 1) + m))
+    return (m - 1) * a + w

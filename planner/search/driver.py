@@ -322,7 +322,11 @@ def _mark_dominated(entries: list[Entry]) -> None:
 
 
 def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None:
+    """Keep `sc` if it is the best so far (overall and of its family). Partitions that break
+    the framework's stage split (heuristics and neighbours do not know it) are refused."""
     if not sc.score.feasible:
+        return
+    if not _split_ok(sc.partition.bounds, stage_split(request), entry.inputs):
         return
     if out.best is None or _rank(request, sc) < _rank(request, out.best[1]):
         out.best = (entry, sc)

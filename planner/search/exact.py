@@ -138,7 +138,7 @@ def solve_config(
             result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
             return result
         scored = consider(out.partition)
-        if neighbours:
+        if neighbours and split == "any":  # a move could break a framework's stage split
             for near in _neighbours(out.partition):
                 if left() <= 0:
                     break

@@ -247,6 +247,10 @@ class PartitionModel:
             main = max(range(len(self.runs)), key=lambda g: self.runs[g].count)
             ys = [self._exprs.get(("y", main, s, 0), 0) for s in range(n_st)]
             for s in range(1, n_st):
+                if isinstance(ys[s], int) and isinstance(ys[0], int):
+                    if ys[s] != ys[0]:  # two fixed, different counts: nothing fits
+                        self.model.add_bool_or([])
+                    continue
                 self.model.add(ys[s] == ys[0])
 
     def _linear(self, coefs: dict[Key, int]) -> cp_model.LinearExprT:

@@ -43,3 +43,21 @@ def test_the_random_set_mixes_feasible_and_infeasible() -> None:
     outcomes = [_solve(random_request(random.Random(7_000 + s)), "optimal") for s in range(CASES)]
     assert any(o is None for o in outcomes)
     assert any(o is not None for o in outcomes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed", "torchtitan"])
+@pytest.mark.parametrize("seed", range(6))
+def test_framework_limits_agree_with_exhaustive(framework: str, seed: int) -> None:
+    # Framework capabilities narrow schedules, ZeRO, recompute mixing and the stage split.
+    request = random_request(random.Random(9_000 + seed))
+    cons = request.constraints.model_copy(
+        update={"framework": framework, "schedules": None, "zero_stages": None}
+    )
+    request = request.model_copy(update={"constraints": cons})
+    best = _solve(request, "optimal")
+    oracle = _solve(request, "exhaustive")
+    assert (best is None) == (oracle is None)
+    if best is not None and oracle is not None:
+        got, want = best.plan.prediction.step_time_s, oracle.plan.prediction.step_time_s
+        assert got == pytest.approx(want, rel=1e-9)

@@ -132,6 +132,8 @@ def run_search(
             out.group_memory_floor = min(out.group_memory_floor, floors[0])
             rep = _representative(request, src, members)
             if rep is not None:
+                # the group's floors, valid for every schedule and vpp in it
+                rep.memory_floor_bytes, rep.time_floor_s = floors
                 out.memory_reps.append(rep)
             continue
         group_floor = floors[1] if floors is not None else 0.0

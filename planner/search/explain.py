@@ -29,21 +29,28 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
     # Memory: configurations that might have been faster but do not fit.
     tighter = [
         e
-        for e in out.entries
+        for e in out.entries + out.memory_reps
         if e.time_floor_s < s.step_time_s
         and (e.verdict == "memory" or (e.result is not None and e.result.status == "INFEASIBLE"))
     ]
     if tighter:
-        e = min(tighter, key=lambda e: e.time_floor_s)
+        # the one closest to fitting: that is the limit that binds
+        e = min(tighter, key=lambda e: (e.memory_floor_bytes, e.time_floor_s))
         over = e.memory_floor_bytes - e.inputs.cap_bytes
         detail = (
             f"exceeds the cap by at least {_gib(over)}"
             if over > 0
             else "cannot fit any stage split and recompute mix under the cap"
         )
+        c = e.config
+        name = (
+            f"tp={c.tp} x pp={c.pp} x dp={c.dp} (any schedule), mbs={c.micro_batch_size}"
+            + (f", ZeRO-{c.zero_stage}" if c.zero_stage else "")
+            if e in out.memory_reps
+            else c.describe()
+        )
         lines.append(
-            f"Memory binds: {e.config.describe()} could be faster (bound "
-            f"{e.time_floor_s:.3f} s) but {detail}."
+            f"Memory binds: {name} could be faster (bound {e.time_floor_s:.3f} s) but {detail}."
         )
     modes = Counter(sc.partition.modes)
     if len(modes) > 1 or "none" not in modes:

@@ -32,6 +32,8 @@ from planner.cost.partition import PartitionInputs
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.relax import MARGIN as LP_MARGIN
+from planner.search.relax import lp_floor_s
 from planner.specs.base import RecomputeMode
 
 REL_TOL = 1e-10
@@ -91,7 +93,8 @@ def solve_config(
     model = PartitionModel(
         inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
     )
-    for cut in [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched):
+    seeds = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    for cut in seeds:
         result.cuts += model.add_path_cut(cut)
 
     def consider(part: Partition, known: Scored | None = None) -> Scored:
@@ -99,6 +102,7 @@ def solve_config(
         sc = scored.score
         _, cut = critical_path(sched, durations_of(sc))
         result.cuts += model.add_path_cut(cut)
+        seeds.append(cut)
         result.evaluated.append(scored)
         if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):
             result.best = scored
@@ -106,6 +110,12 @@ def solve_config(
 
     for known in scored_hints:
         consider(known.partition, known)
+    limit = _bound(bound_s, result.best)
+    if limit is not None:  # the LP floor may settle it without CP-SAT
+        floor = lp_floor_s(inputs, modes, seeds)
+        if floor is not None and floor >= limit * (1 + LP_MARGIN):
+            result.status = _settled(result, bound_s)
+            return result
     budget = time_limit_s
 
     def left() -> float:
@@ -125,14 +135,7 @@ def solve_config(
         result.solver_wall_s += out.wall_time_s
         budget -= out.wall_time_s
         if out.status == "INFEASIBLE":
-            if result.best is not None and (
-                bound_s is None or result.best.score.step_time_s <= bound_s
-            ):
-                result.status = "OPTIMAL"
-            elif bound_s is not None:
-                result.status = "BOUNDED"
-            else:
-                result.status = "INFEASIBLE"
+            result.status = _settled(result, bound_s)
             return result
         if out.partition is None:
             result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
@@ -149,6 +152,13 @@ def solve_config(
             and model.lower_bound_units(out.partition) <= _units(limit, model.scale)
         ):
             model.add_no_good(out.partition)
+
+
+def _settled(result: ConfigResult, bound_s: float | None) -> ConfigStatus:
+    """Status once nothing can beat min(incumbent, bound)."""
+    if result.best is not None and (bound_s is None or result.best.score.step_time_s <= bound_s):
+        return "OPTIMAL"
+    return "BOUNDED" if bound_s is not None else "INFEASIBLE"
 
 
 def _bound(bound_s: float | None, best: Scored | None) -> float | None:

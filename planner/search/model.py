@@ -105,7 +105,7 @@ class PartitionModel:
         self.inputs = inputs
         self.modes = modes
         self.runs = layer_runs(inputs)
-        self.run_modes = tuple(_undominated(inputs, run.first, modes) for run in self.runs)
+        self.run_modes = tuple(undominated_modes(inputs, run.first, modes) for run in self.runs)
         # Units per second: the reference (a hint's step time) maps to 2^30 units, so the
         # rounding of ~L + S coefficients costs ~1e-7 of the optimum at most.
         ref = reference_s if reference_s is not None else horizon_s
@@ -387,7 +387,7 @@ def _domain(var: cp_model.IntVar) -> tuple[int, int]:
     return d[0], d[-1]
 
 
-def _undominated(
+def undominated_modes(
     inputs: PartitionInputs, layer: int, modes: tuple[RecomputeMode, ...]
 ) -> tuple[RecomputeMode, ...]:
     """The modes of a layer that no other allowed mode beats in both backward time and

@@ -16,6 +16,7 @@ from planner.search.bounds import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.relax import lp_floor_s
 from planner.search.space import enumerate_configs
 
 from .random_requests import random_request
@@ -73,6 +74,12 @@ def test_floors_never_exceed_a_configurations_optimum(seed: int) -> None:
         assert group_time_floor_s(inputs) <= step * (1 + 1e-12)
         assert memory_floor_bytes(inputs) <= peak * (1 + 1e-12)
         assert group_memory_floor_bytes(inputs) <= peak * (1 + 1e-12)
+        sched = generate(
+            inputs.schedule, pp=inputs.pp, vpp=inputs.vpp, num_microbatches=inputs.num_microbatches
+        )
+        seeds = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+        lp = lp_floor_s(inputs, cfg.modes, seeds)
+        assert lp is None or lp <= step * (1 + 1e-9)
 
 
 @pytest.mark.parametrize(("name", "vpp"), SCHEDULES)

@@ -45,7 +45,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.fixed_plan import fixed_plan  # noqa: E402
+from planner.cost import fixed_plan  # noqa: E402
 from planner.plan import Plan  # noqa: E402
 from planner.runreport import RunReport  # noqa: E402
 from planner.specs.cluster import ClusterSpec  # noqa: E402

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from planner.specs.base import Frozen, RecomputeMode, ScheduleName
 from planner.specs.model import ModelArch
-from planner.specs.request import Candidate, StageSpec
+from planner.specs.request import Candidate, PlanRequest, StageSpec
 
 
 class MemoryBreakdown(Frozen):
@@ -95,6 +95,44 @@ class Plan(Frozen):
     stages: tuple[StageSpec, ...]
     prediction: Prediction
     why: tuple[str, ...] = ()
+
+    @classmethod
+    def build(
+        cls,
+        request: PlanRequest,
+        candidate: Candidate,
+        prediction: Prediction,
+        *,
+        why: tuple[str, ...] = (),
+    ) -> Plan:
+        """The Plan of a checked candidate (stages filled) and its prediction."""
+        if candidate.stages is None:
+            raise ValueError(
+                "Plan.build needs a candidate with stages (planner.cost.check_candidate)"
+            )
+        b = request.training.global_batch_size
+        return cls(
+            model_name=request.model_name,
+            model_hash=request.model_hash,
+            arch=request.arch,
+            gpu=request.cluster.gpu,
+            num_gpus=request.cluster.num_gpus,
+            tp=candidate.tp,
+            pp=candidate.pp,
+            dp=candidate.dp,
+            vpp=candidate.vpp,
+            schedule=candidate.schedule,
+            micro_batch_size=candidate.micro_batch_size,
+            num_microbatches=candidate.num_microbatches(b),
+            global_batch_size=b,
+            seq_length=request.training.seq_length,
+            zero_stage=candidate.zero_stage,
+            sequence_parallel=candidate.sequence_parallel,
+            recompute=candidate.recompute,
+            stages=candidate.stages,
+            prediction=prediction,
+            why=why,
+        )
 
     def candidate(self) -> Candidate:
         return Candidate(

@@ -12,6 +12,7 @@ Formulas and sources: docs/cost-model.md.
 
 from planner.cost.candidate import balanced_bounds, check_candidate
 from planner.cost.evaluate import evaluate, prediction_from_score
+from planner.cost.fixed import fixed_plan
 from planner.cost.inputs import LayerTerms, build_inputs, partition_inputs
 from planner.cost.partition import MODE_INDEX, ModeTriple, PartitionInputs
 from planner.cost.score import PartitionScore, score_partition
@@ -28,6 +29,7 @@ __all__ = [
     "build_inputs",
     "check_candidate",
     "evaluate",
+    "fixed_plan",
     "partition_inputs",
     "prediction_from_score",
     "resolve_costs",

@@ -9,6 +9,7 @@ profile's layers (embedding, decoder blocks, LM head), half-open `[first, end)`.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
@@ -193,6 +194,16 @@ class PlanRequest(Frozen):
     @property
     def reserve_bytes(self) -> int:
         return int(self.constraints.memory_reserve_gib * GIB)
+
+    @property
+    def model_hash(self) -> str:
+        """Content hash of the model: the profile's own hash, or that of the shapes."""
+        if isinstance(self.model, ModelArch):
+            raw = self.model.model_dump_json().encode()
+            return hashlib.sha256(raw).hexdigest()[:16]
+        if self.model.profile is not None:
+            return self.model.profile.model_hash
+        return f"profile:{self.model.profile_id}"
 
     @property
     def model_name(self) -> str:

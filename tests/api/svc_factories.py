@@ -4,14 +4,13 @@ history tests can store many rows quickly."""
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from planner.catalog.models import analytic_profile
-from planner.cost import check_candidate, evaluate
-from planner.plan import Plan, PlanResult, SearchStats
+from planner.cost import fixed_plan
+from planner.plan import PlanResult, SearchStats
 from planner.specs import Candidate, PlanRequest
 
 
@@ -50,36 +49,7 @@ def profile_doc(request_doc: dict[str, Any]) -> dict[str, Any]:
 def evaluated_result(request_doc: dict[str, Any], candidate_doc: dict[str, Any]) -> dict[str, Any]:
     """A PlanResult (as JSON) for a fixed candidate, predicted by the real cost model."""
     request = PlanRequest.model_validate(request_doc)
-    cand = check_candidate(request, Candidate.model_validate(candidate_doc))
-    pred = evaluate(request, cand)
-    arch = request.arch
-    assert arch is not None
-    model_hash = hashlib.sha256(
-        json.dumps(arch.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()[:16]
-    assert cand.stages is not None
-    plan = Plan(
-        model_name=request.model_name,
-        model_hash=model_hash,
-        arch=arch,
-        gpu=request.cluster.gpu,
-        num_gpus=request.cluster.num_gpus,
-        tp=cand.tp,
-        pp=cand.pp,
-        dp=cand.dp,
-        vpp=cand.vpp,
-        schedule=cand.schedule,
-        micro_batch_size=cand.micro_batch_size,
-        num_microbatches=cand.num_microbatches(request.training.global_batch_size),
-        global_batch_size=request.training.global_batch_size,
-        seq_length=request.training.seq_length,
-        zero_stage=cand.zero_stage,
-        sequence_parallel=cand.sequence_parallel,
-        recompute=cand.recompute,
-        stages=cand.stages,
-        prediction=pred,
-        why=("fixed candidate (test factory)",),
-    )
+    plan = fixed_plan(request, Candidate.model_validate(candidate_doc))
     result = PlanResult(plan=plan, search=SearchStats(mode="exhaustive", status="OPTIMAL"))
     return result.model_dump(mode="json")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bench.fixed_plan import fixed_plan
+from planner.cost import fixed_plan
 from planner.plan import Plan
 from planner.specs.base import ScheduleName
 from planner.specs.cluster import ClusterSpec

@@ -13,7 +13,7 @@ from typing import ClassVar
 import pytest
 from run_plan_support import child_env, free_port, make_plan, run_forked
 
-from bench.fixed_plan import fixed_plan
+from planner.cost import fixed_plan
 from planner.launch.deployment import Deployment
 from planner.launch.render import render
 from planner.runreport import RunReport

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from planner.cost import fixed_plan
 from planner.launch import Deployment, render
 from planner.specs import Candidate, PlanRequest
 
@@ -31,9 +32,8 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_emitted_launch_script_runs_the_runner(tmp_path: Path) -> None:
-    plans = pytest.importorskip("profiler.runner.plans")
     request = PlanRequest.model_validate(REQUEST)
-    plan = plans.fixed_plan(request, Candidate(pp=2, schedule="1f1b", micro_batch_size=1))
+    plan = fixed_plan(request, Candidate(pp=2, schedule="1f1b", micro_batch_size=1))
     report = tmp_path / "report.json"
     dep = Deployment(
         workdir=str(tmp_path),

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.auth import require_principal
 from api.state import AppState
+from api.store.db import session_scope
 from api.store.keys import Principal
 
 T = TypeVar("T")
@@ -25,15 +26,8 @@ StateDep = Annotated[AppState, Depends(get_state)]
 
 
 def get_session(state: StateDep) -> Iterator[Session]:
-    session = state.sessions()
-    try:
+    with session_scope(state.sessions) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

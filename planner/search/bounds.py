@@ -50,7 +50,70 @@ def time_floor_s(inputs: PartitionInputs) -> float:
     if inputs.schedule in ("gpipe", "1f1b") and inputs.vpp == 1:
         fill = 1.0 - (1.0 - 1.0 / m) ** pp
         pipeline = max(pipeline, w / fill, last_rank_bound_s(w, m=m, pp=pp))
-    return pipeline + sum(inputs.post_s) / pp
+    post = sum(inputs.post_s) / pp
+    whole = integer_rank_floors_s(inputs, per_stage=True)
+    if whole is not None:
+        pipeline, post = max(pipeline, whole[0]), max(post, whole[1])
+    return pipeline + post
+
+
+def integer_rank_floors_s(
+    inputs: PartitionInputs, *, per_stage: bool
+) -> tuple[float, float] | None:
+    """(busy, post) floors that respect whole layers, for models whose layers between the first
+    and the last are identical (a GPT: embedding, N equal blocks, head); None otherwise.
+
+    The first layer always sits in stage 0 and the last in stage S - 1, so their ranks are
+    known; each rank r holds D_r of the N middle layers, sum D_r = N, and with `per_stage` at
+    least one layer per stage it holds (its stages, less stage 0 / S - 1 that already hold the
+    first / last layer). For every partition and every schedule:
+        makespan >= busy of each rank = m * (a D_r + E_r)   (the rank chain is a path),
+        post     =  max_r (p D_r + Q_r)                     (step = makespan + slowest post),
+    with a = one middle layer's fw + cheapest input-grad bw + weight-grad bw, p its post time,
+    E_r / Q_r the first/last layer's share on rank r. Each is at least its minimum over integer
+    D (given the constraints), found exactly by water-filling one layer at a time onto the rank
+    whose maximum grows least (optimal for a max of increasing functions with unit steps).
+    Without `per_stage` (valid for every vpp and schedule that keeps the end layers' ranks) the
+    lower bounds are 0."""
+    n_layers, pp = inputs.num_layers, inputs.pp
+    if n_layers < 3:
+        return None
+    mid = range(1, n_layers - 1)
+
+    def sig(i: int) -> tuple[float, float, float, float]:
+        return (inputs.fw_s[i], min(inputs.bw_input_s[i]), inputs.bw_weight_s[i], inputs.post_s[i])
+
+    if any(sig(i) != sig(1) for i in mid):
+        return None
+    f, bi, w, p = sig(1)
+    last = n_layers - 1
+    first_rank, last_rank = inputs.stage_rank[0], inputs.stage_rank[-1]
+    busy0 = [0.0] * pp
+    post0 = [0.0] * pp
+    for layer, rank in ((0, first_rank), (last, last_rank)):
+        busy0[rank] += (
+            inputs.fw_s[layer] + min(inputs.bw_input_s[layer]) + inputs.bw_weight_s[layer]
+        )
+        post0[rank] += inputs.post_s[layer]
+    lo = [0] * pp
+    if per_stage:
+        for s, rank in enumerate(inputs.stage_rank):
+            if s not in (0, inputs.num_stages - 1):
+                lo[rank] += 1
+    if sum(lo) > len(mid):
+        return None
+    busy = _water_fill(f + bi + w, busy0, lo, len(mid))
+    post = _water_fill(p, post0, lo, len(mid))
+    return inputs.num_microbatches * busy, post
+
+
+def _water_fill(slope: float, base: list[float], lo: list[int], total: int) -> float:
+    """min over integer d >= lo, sum d = total, of max_r (base_r + slope d_r)."""
+    level = [b + slope * k for b, k in zip(base, lo, strict=True)]
+    for _ in range(total - sum(lo)):
+        r = min(range(len(level)), key=level.__getitem__)
+        level[r] += slope
+    return max(level)
 
 
 def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
@@ -63,7 +126,11 @@ def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
 
 def group_time_floor_s(inputs: PartitionInputs) -> float:
     w = work_s(inputs)
-    return max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))
+    floor = max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))
+    whole = integer_rank_floors_s(inputs, per_stage=False)
+    if whole is not None:
+        floor = max(floor, whole[0]) + whole[1]
+    return floor
 
 
 def last_rank_bound_s(w: float, *, m: int, pp: int) -> float:

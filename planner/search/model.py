@@ -50,7 +50,11 @@ from planner.specs.base import RecomputeMode
 
 StageSplit = Literal["any", "first_last", "uniform"]
 Key = tuple[str, int, int, int]  # ("y", g, s, 0), ("z", g, s, k), ("e", s, j, 0)
-HORIZON_UNITS = 2**30
+# 2^38 units per reference step time: the floor-rounding of a cut loses < 1 unit per layer
+# and boundary (~3L + S units, ~1e-10 relative), below the proof tolerance (exact.REL_TOL =
+# 5e-10 = 137 units), so partitions that *tie* the incumbent are cut off by the bound instead
+# of one no-good at a time. (OR-Tools 9.15's presolve once misjudged a model at 2^40.)
+HORIZON_UNITS = 2**38
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,8 @@ class PartitionModel:
         self.modes = modes
         self.runs = layer_runs(inputs)
         self.run_modes = tuple(undominated_modes(inputs, run.first, modes) for run in self.runs)
-        # Units per second: the reference (a hint's step time) maps to 2^30 units, so the
-        # rounding of ~L + S coefficients costs ~1e-7 of the optimum at most.
+        # Units per second: the reference (a hint's step time) maps to 2^38 units, so the
+        # rounding of ~3L + S coefficients costs ~1e-9 of the optimum at most.
         ref = reference_s if reference_s is not None else horizon_s
         self.scale = HORIZON_UNITS / max(ref, 1e-30)
         self.top = math.ceil(max(horizon_s, ref) * self.scale) + 1
@@ -165,6 +169,10 @@ class PartitionModel:
             return 0
         if lo >= run.first + run.count:
             return run.count
+        # Where the domain already keeps b inside the run, the clamp is linear: no lin_max /
+        # lin_min (their weak LP relaxation is what made interleaved models slow to prove).
+        if lo >= run.first and hi <= run.first + run.count:
+            return b - run.first
         if run.count == 1:
             v = self.model.new_bool_var(f"c_{run.first}_{s}")
             self.model.add(b >= run.first + 1).only_enforce_if(v)

@@ -1,0 +1,122 @@
+"""The whole-layer rank floors (bounds.integer_rank_floors_s) never exceed a configuration's
+optimum: checked against the exhaustive oracle on GPT-shaped inputs (first layer, identical
+middle layers, last layer) built directly, for every schedule kind."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from planner.cost import PartitionInputs
+from planner.schedules import generate, peak_inflight
+from planner.schedules.ir import stage_to_rank
+from planner.search.bounds import group_time_floor_s, integer_rank_floors_s, time_floor_s
+from planner.search.exhaustive import exhaustive_config
+from planner.specs.base import RecomputeMode, ScheduleName
+
+SCHEDULES: list[tuple[ScheduleName, int]] = [
+    ("gpipe", 1),
+    ("1f1b", 1),
+    ("zb-h1", 1),
+    ("interleaved-1f1b", 2),
+    ("zbv", 2),
+]
+MODES: tuple[RecomputeMode, ...] = ("none", "full")
+
+
+def gpt_inputs(rng: random.Random, schedule: ScheduleName, vpp: int) -> PartitionInputs:
+    pp = rng.choice([1, 2, 3]) if schedule not in ("interleaved-1f1b", "zbv") else 2
+    n = rng.randint(max(3, pp * vpp), 7)
+    m = rng.choice([pp, 2 * pp, 4])
+    if schedule == "interleaved-1f1b" and m % max(1, m // pp):
+        m = pp
+    sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
+
+    def layer() -> tuple[float, tuple[float, float, float], float, float, float]:
+        bw = rng.uniform(0.1, 2.0)
+        return (
+            rng.uniform(0.1, 2.0),
+            (bw, bw, bw * 1.3),
+            rng.uniform(0, 1),
+            rng.uniform(0, 0.5),
+            rng.uniform(0, 3.0),
+        )
+
+    ends = [layer(), layer()]
+    block = layer()
+    rows = [ends[0], *([block] * (n - 2)), ends[1]]
+    act = tuple((a, a, a * 0.3) for a in (rng.uniform(1, 4) for _ in range(n)))
+    act = (act[0], *([act[1]] * (n - 2)), act[-1])
+    static = (rng.uniform(1, 5), *([rng.uniform(1, 5)] * (n - 2)), rng.uniform(1, 5))
+    return PartitionInputs(
+        schedule=schedule,
+        pp=pp,
+        vpp=vpp,
+        num_microbatches=m,
+        layer_names=tuple(f"l{i}" for i in range(n)),
+        fw_s=tuple(r[0] for r in rows),
+        bw_input_s=tuple(r[1] for r in rows),
+        bw_weight_s=tuple(r[2] for r in rows),
+        p2p_s=tuple(r[3] for r in rows),
+        activation_bytes=act,
+        static_bytes=static,
+        post_s=tuple(r[4] for r in rows),
+        inflight=peak_inflight(sched),
+        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
+        fixed_bytes=1.0,
+        cap_bytes=rng.choice([1e9, 30.0, 60.0]),
+        allowed_modes=MODES,
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_integer_rank_floors_never_exceed_the_optimum(seed: int) -> None:
+    rng = random.Random(9000 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = gpt_inputs(rng, schedule, vpp)
+    floors = integer_rank_floors_s(inputs, per_stage=True)
+    assert floors is not None  # GPT-shaped: the floor applies
+    loose = integer_rank_floors_s(inputs, per_stage=False)
+    assert loose is not None and loose[0] <= floors[0] and loose[1] <= floors[1]
+    best = exhaustive_config(inputs, modes=MODES).best
+    if best is None:
+        return
+    step = best.score.step_time_s
+    assert floors[0] + floors[1] <= step * (1 + 1e-12)
+    assert time_floor_s(inputs) <= step * (1 + 1e-12)
+    assert group_time_floor_s(inputs) <= step * (1 + 1e-12)
+
+
+def test_the_floor_counts_whole_layers() -> None:
+    # 1F1B, pp = 2, 1 microbatch: first and last layer cost 0, three identical middle layers
+    # of work 1 (fw 0.5 + bw 0.5): some rank holds two of them, so busy >= 2 (fractional: 1.5).
+    inputs = PartitionInputs(
+        schedule="1f1b",
+        pp=2,
+        vpp=1,
+        num_microbatches=1,
+        layer_names=("a", "b", "c", "d", "e"),
+        fw_s=(0.0, 0.5, 0.5, 0.5, 0.0),
+        bw_input_s=((0.0,) * 3, *([(0.5, 0.5, 0.5)] * 3), (0.0,) * 3),
+        bw_weight_s=(0.0,) * 5,
+        p2p_s=(0.0,) * 5,
+        activation_bytes=((0.0,) * 3,) * 5,
+        static_bytes=(0.0,) * 5,
+        post_s=(0.0, 0.25, 0.25, 0.25, 0.0),
+        inflight=(1, 1),
+        stage_rank=(0, 1),
+        fixed_bytes=0.0,
+        cap_bytes=1.0,
+        allowed_modes=("none",),
+    )
+    assert integer_rank_floors_s(inputs, per_stage=True) == pytest.approx((2.0, 0.5))
+    assert exhaustive_config(inputs, modes=("none",)).best is not None
+
+
+def test_heterogeneous_middle_layers_get_no_floor() -> None:
+    inputs = gpt_inputs(random.Random(1), "1f1b", 1)
+    fw = list(inputs.fw_s)
+    fw[1] += 0.1
+    other = PartitionInputs(**{**inputs.__dict__, "fw_s": tuple(fw)})
+    assert integer_rank_floors_s(other, per_stage=True) is None

@@ -22,6 +22,9 @@ produce (`profiler.layer_source`):
   forward + backward (in `notes`).
 Timing: CUDA events on GPU, `perf_counter` on CPU; median of `repeats` rounds after `warmup`;
 the relative inter-quartile spread of each timing goes to `LayerCost.spread`.
+`concurrency=K > 1` (CPU): the times are then scaled by the measured slowdown of the model's
+fw+bw when K processes share this host's cores (`profiler.contention`), for runs whose K
+ranks share them.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class ProfileOptions:
     warmup: int = 2
     seed: int = 0
     progress: bool = False
+    concurrency: int = 1  # processes that will share this host's cores (profiler.contention)
+    contention_duration_s: float = 2.0  # each timed phase of the contention measurement
 
     def __post_init__(self) -> None:
         if not self.micro_batch_sizes or min(self.micro_batch_sizes) < 1:
@@ -88,6 +93,10 @@ class ProfileOptions:
             raise ValueError(f"tp_degrees={self.tp_degrees} must be >= 1")
         if self.repeats < 1 or self.warmup < 0:
             raise ValueError(f"repeats={self.repeats} must be >= 1, warmup={self.warmup} >= 0")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency={self.concurrency} must be >= 1")
+        if self.concurrency > 1 and self.device != "cpu":
+            raise ValueError(f"concurrency={self.concurrency} is for device cpu, not {self.device}")
 
 
 @dataclass(frozen=True)
@@ -433,4 +442,17 @@ def profile_model(source: ModelSource, options: ProfileOptions) -> ProfileResult
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         notes=notes,
     )
+    if options.concurrency > 1:
+        from profiler.contention import measure_contention, scale_profile
+
+        contention = measure_contention(
+            source,
+            copies=options.concurrency,
+            tp=options.tp_degrees[0],
+            micro_batch_size=options.micro_batch_sizes[0],
+            dtype=options.dtype,
+            seed=options.seed,
+            duration_s=options.contention_duration_s,
+        )
+        profile = scale_profile(profile, contention)
     return ProfileResult(profile=profile, measurements=tuple(measurements))

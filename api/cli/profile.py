@@ -79,6 +79,14 @@ def profile(
     repeats: Annotated[int, typer.Option(min=1, help="timed rounds per measurement")] = 10,
     warmup: Annotated[int, typer.Option(min=0, help="untimed rounds first")] = 2,
     seed: Annotated[int, typer.Option(help="seed of weights and inputs")] = 0,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="CPU: processes (ranks) that will share this host's cores; times are scaled "
+            "by the measured slowdown of K copies of the model's fw+bw running together",
+        ),
+    ] = 1,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="write JSON")] = None,
     upload: Annotated[str | None, typer.Option(help="service URL: POST /v1/profiles")] = None,
     api_key: Annotated[
@@ -111,6 +119,7 @@ def profile(
             warmup=warmup,
             seed=seed,
             progress=progress and not as_json,
+            concurrency=concurrency,
         )
         result = profile_model(source, options)
     except ValidationError as exc:

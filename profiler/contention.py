@@ -1,0 +1,199 @@
+"""Contention-matched timing: how much slower a layer runs when K processes share the cores.
+
+A training run of R single-threaded ranks on a host with C cores (R > C on a small CPU box)
+gives each rank only part of a core whenever more than C ranks compute at once; a profile
+measured alone, with a whole core, then predicts a faster run than the host can give. Timing
+each layer while other processes run is not the answer: the OS shares a core in time slices of
+milliseconds, longer than one layer's forward here, so a single layer is either not interrupted
+at all or interrupted for a whole slice, and its median says nothing about its share of the core.
+
+What is measured instead is throughput, over many slices:
+
+1. the workload -- a forward and backward of every layer of the model, one micro-batch, as a
+   training step does -- runs alone for `duration_s` (mean time per iteration, `alone_s`);
+2. `copies - 1` other processes start the same workload in a loop on the same cores (same
+   thread count, no pinning: the scheduler spreads them as it spreads the ranks); once every
+   one has finished its first iteration the workload is timed again (`shared_s`);
+3. the workload runs alone once more; `alone_s` is the mean of the two alone phases (the two
+   are also reported: they bracket the machine's drift).
+
+`factor = shared_s / alone_s` is the slowdown of compute when `copies` processes compete for
+the cores (processor sharing: ~copies / cores when copies > cores, ~1 otherwise, plus what
+shared caches and memory bandwidth cost). `scale_profile` multiplies every time of a profile
+by it; bytes, FLOPs and counts are untouched. The model of the run this encodes: all R ranks
+compete for the cores all the time, which is an upper bound when the pipeline leaves ranks idle
+(bubbles, waits), as docs/runner.md ("Contention-matched profile") discusses.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.synchronize import Barrier, Event
+
+import torch
+
+from planner.specs import LayerCost, ModelProfile, ModeValues
+from profiler.layer_source import ModelSource
+
+__all__ = ["Contention", "measure_contention", "scale_profile"]
+
+
+@dataclass(frozen=True)
+class Contention:
+    copies: int
+    cores: int
+    alone_s: float  # mean seconds per workload iteration alone (both alone phases)
+    alone_before_s: float
+    alone_after_s: float
+    shared_s: float  # the same with `copies - 1` other processes running it
+    factor: float  # shared_s / alone_s
+
+    def note(self) -> str:
+        return (
+            f"times x{self.factor:.3f}: {self.copies} processes on {self.cores} cores, "
+            f"fw+bw of every layer {self.shared_s * 1e3:.2f} ms shared vs "
+            f"{self.alone_s * 1e3:.2f} ms alone ({self.alone_before_s * 1e3:.2f} before, "
+            f"{self.alone_after_s * 1e3:.2f} after)"
+        )
+
+
+def _workload(
+    source: ModelSource, *, tp: int, mbs: int, dtype: torch.dtype, device: str, seed: int
+) -> Callable[[], None]:
+    """One forward + backward of every layer of the model on one micro-batch."""
+    built = source.build(tp=tp, dtype=dtype, device=torch.device(device), seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    x0 = built.make_input(mbs, gen).to(device)
+    if x0.is_floating_point():
+        x0 = x0.to(dtype)
+    labels = built.make_labels(mbs, gen).to(device)
+    params = [p for layer in built.layers for p in layer.module.parameters()]
+
+    def run() -> None:
+        x = x0
+        for layer in built.layers:
+            x = layer.module(x, labels) if layer.takes_labels else layer.module(x)
+        out = x if x.dim() == 0 else x.float().square().mean()
+        torch.autograd.backward(out)
+        for p in params:
+            p.grad = None
+
+    return run
+
+
+def _time_per_iter(run: Callable[[], None], duration_s: float) -> float:
+    run()  # warm-up
+    n, t0 = 0, time.perf_counter()
+    while True:
+        run()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= duration_s and n >= 3:
+            return elapsed / n
+
+
+def _load(
+    source: ModelSource,
+    kwargs: dict[str, object],
+    threads: int,
+    ready: Barrier,
+    stop: Event,
+) -> None:
+    torch.set_num_threads(threads)
+    run = _workload(source, **kwargs)  # type: ignore[arg-type]
+    run()
+    ready.wait()
+    while not stop.is_set():
+        run()
+
+
+def measure_contention(
+    source: ModelSource,
+    *,
+    copies: int,
+    tp: int = 1,
+    micro_batch_size: int = 1,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    seed: int = 0,
+    duration_s: float = 2.0,
+) -> Contention:
+    """The slowdown of the model's fw+bw when `copies` processes run it on this host's cores."""
+    if copies < 1:
+        raise ValueError(f"copies={copies} must be >= 1")
+    if device != "cpu":
+        raise ValueError(f"contention is measured on cpu only (device={device!r})")
+    kwargs: dict[str, object] = dict(
+        tp=tp, mbs=micro_batch_size, dtype=dtype, device=device, seed=seed
+    )
+    run = _workload(source, **kwargs)  # type: ignore[arg-type]
+    cores = len(os.sched_getaffinity(0))
+    before = _time_per_iter(run, duration_s)
+    shared = before
+    if copies > 1:
+        ctx = mp.get_context("spawn")
+        ready = ctx.Barrier(copies)
+        stop = ctx.Event()
+        procs = [
+            ctx.Process(
+                target=_load,
+                args=(source, kwargs, torch.get_num_threads(), ready, stop),
+                daemon=True,
+            )
+            for _ in range(copies - 1)
+        ]
+        for p in procs:
+            p.start()
+        try:
+            ready.wait(timeout=300)
+            shared = _time_per_iter(run, duration_s)
+        finally:
+            stop.set()
+            for p in procs:
+                p.join(timeout=60)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+    after = _time_per_iter(run, duration_s) if copies > 1 else before
+    alone = (before + after) / 2
+    return Contention(
+        copies=copies,
+        cores=cores,
+        alone_s=alone,
+        alone_before_s=before,
+        alone_after_s=after,
+        shared_s=shared,
+        factor=shared / alone,
+    )
+
+
+def _scale_cost(c: LayerCost, k: float) -> LayerCost:
+    r = c.recompute_s
+    return c.model_copy(
+        update={
+            "fw_s": c.fw_s * k,
+            "bw_input_s": c.bw_input_s * k,
+            "bw_weight_s": c.bw_weight_s * k,
+            "recompute_s": ModeValues(none=r.none * k, selective=r.selective * k, full=r.full * k),
+        }
+    )
+
+
+def scale_profile(profile: ModelProfile, contention: Contention) -> ModelProfile:
+    """The profile with every time multiplied by `contention.factor` (a note says so)."""
+    k = contention.factor
+    points = tuple(
+        p.model_copy(update={"kinds": {kind: _scale_cost(c, k) for kind, c in p.kinds.items()}})
+        for p in profile.points
+    )
+    notes = {
+        **profile.notes,
+        "contention": contention.note(),
+        "contention_factor": repr(k),
+        "contention_copies": str(contention.copies),
+    }
+    return profile.model_copy(update={"points": points, "notes": notes})

@@ -2,12 +2,17 @@
 (gloo) and print predicted against measured step time, bubble fraction and per-stage memory.
 
     python bench/fidelity_cpu.py [--json] [--repeats R] [--steps K] [--quick] [--reprofile]
-        [--profile FILE | --save-profile FILE]
+        [--contention matched|none] [--profile FILE | --save-profile FILE]
 
 Method (docs/runner.md, "Fidelity"):
 1. `profiler.layer_profiler.profile_model` measures the model's layer kinds on this CPU, in
    fp32, single-threaded (`torch.set_num_threads(1)`), because every runner process runs with
    OMP_NUM_THREADS=1: 2 ranks use this machine's 2 cores, 4 ranks oversubscribe them 2:1.
+   Contention-matched (`--contention matched`, the default): for a plan of R ranks the profile's
+   times are scaled by the measured slowdown of the model's fw+bw when R single-threaded
+   processes run it together on this machine's cores (`profiler.contention`: throughput over
+   seconds, alone vs shared), i.e. the compute speed a rank gets when all R ranks compute.
+   `--contention none` plans every rank count with the profile measured alone.
 2. The measured profile goes into a PlanRequest for the "CPU" stand-in GPU (no memory reserve);
    each configuration is planned with the cost model (`planner.cost.evaluate` on a fixed
    candidate; the stage split is the cost model's balanced one) -- and, when
@@ -23,8 +28,9 @@ with the prediction's total. `bubble_error` is relative too (null when the predi
 pipeline's makespan).
 
 With 4 ranks on 2 cores the runner's processes share cores: each rank's compute is slower than
-the single-threaded profile by up to 2x whenever two ranks compute at once. The prediction does
-not know that; the 4-rank rows measure how far that drags step time (reported, not hidden).
+the single-threaded profile by up to 2x whenever more than 2 ranks compute at once. The
+contention-matched profile assumes all ranks compute all the time (an upper bound: during the
+pipeline's fill and drain fewer ranks compute, and they get more of the cores).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from planner.specs.request import (  # noqa: E402
     ProfileRef,
 )
 from planner.specs.training import TrainingSpec  # noqa: E402
+from profiler.contention import measure_contention, scale_profile  # noqa: E402
 from profiler.layer_profiler import ProfileOptions, profile_model  # noqa: E402
 from profiler.layer_source import ModelSource  # noqa: E402
 
@@ -141,6 +148,7 @@ class RunRow:
     worst_stage: int
     peak_memory_error: float
     load_average: list[float]  # 1-minute load average before each repeat (2 cores)
+    contention_factor: float  # the profile's times were scaled by this (1: measured alone)
     links: dict[str, float]  # the ClusterSpec link figures planned with (empty: catalog)
     stages: list[StageRow]
 
@@ -166,6 +174,21 @@ def profile(
         warmup=3,
     )
     return profile_model(source, options).profile
+
+
+def contention_matched(
+    prof: ModelProfile, ranks: int, *, arch: ModelArch = ARCH, micro_batch_size: int = MBS
+) -> ModelProfile:
+    """`prof` with its times scaled by the measured slowdown of `ranks` single-threaded
+    processes running the model's fw+bw together on this machine's cores."""
+    torch.set_num_threads(1)
+    source = ModelSource(name=arch.display_name, seq_length=prof.seq_length, arch=arch)
+    c = measure_contention(source, copies=ranks, micro_batch_size=micro_batch_size)
+    return scale_profile(prof, c)
+
+
+def _factor(prof: ModelProfile) -> float:
+    return float(prof.notes.get("contention_factor", "1"))
 
 
 Links = dict[int, dict[str, float]]  # ranks -> ClusterSpec link fields measured with them
@@ -233,7 +256,9 @@ def compare(
     reports: list[RunReport],
     loads: list[float],
     links: dict[str, float] | None = None,
+    plan_profile: ModelProfile | None = None,
 ) -> RunRow:
+    """Measured against predicted; `plan_profile` is the profile the plan was made from."""
     pred = plan.prediction
     rank_busy = {r.rank: r.busy_s for r in pred.ranks}
     steps = [r.step_time_s for r in reports]
@@ -299,17 +324,22 @@ def compare(
         worst_stage=worst.stage,
         peak_memory_error=worst_peak.peak_error,
         load_average=loads,
+        contention_factor=_factor(plan_profile) if plan_profile is not None else 1.0,
         links=links or {},
         stages=rows,
     )
 
 
-def plans(prof: ModelProfile, configs: tuple[Config, ...], links: Links) -> list[tuple[str, Plan]]:
+Profiles = dict[int, ModelProfile]  # ranks -> the profile plans of that many ranks use
+
+
+def plans(profs: Profiles, configs: tuple[Config, ...], links: Links) -> list[tuple[str, Plan]]:
     out: list[tuple[str, Plan]] = []
     for cfg in configs:
         c = cfg.candidate
+        ranks = c.tp * c.pp * c.dp
         gb = c.dp * c.micro_batch_size * cfg.microbatches
-        req = request_for(prof, c.tp * c.pp * c.dp, gb, links=links)
+        req = request_for(profs[ranks], ranks, gb, links=links)
         out.append((cfg.label, fixed_plan(req, c)))
     return out
 
@@ -332,7 +362,7 @@ def measure_links(ranks: int, workdir: Path) -> dict[str, float]:
     return {k: float(v) for k, v in links.items() if k.startswith("intra_node") and v}
 
 
-def searched_plans(prof: ModelProfile, links: Links) -> list[tuple[str, Plan]]:
+def searched_plans(profs: Profiles, links: Links) -> list[tuple[str, Plan]]:
     """The search's best plan for 2 and 4 ranks, when planner.search.search exists."""
     try:
         from planner.search import search
@@ -340,7 +370,7 @@ def searched_plans(prof: ModelProfile, links: Links) -> list[tuple[str, Plan]]:
         return []
     out: list[tuple[str, Plan]] = []
     for ranks in (2, 4):
-        req = request_for(prof, ranks, 16, links=links).model_copy(
+        req = request_for(profs[ranks], ranks, 16, links=links).model_copy(
             update={
                 "constraints": Constraints(
                     memory_reserve_gib=0.0, tp=(1,), micro_batch_sizes=(MBS,), zero_stages=(0,)
@@ -365,6 +395,10 @@ def print_table(rows: list[RunRow]) -> None:
             f"(spread over repeats {r.step_time_spread:.1%}: "
             + ", ".join(f"{t * 1e3:.0f}" for t in r.repeat_step_times_s)
             + f" ms; load average {', '.join(str(x) for x in r.load_average)})"
+        )
+        print(
+            f"  profile    times x{r.contention_factor:.3f} (contention of {r.ranks} processes "
+            f"on {len(os.sched_getaffinity(0))} cores; 1 = measured alone)"
         )
         cpu = (
             ""
@@ -413,6 +447,13 @@ def main(argv: list[str] | None = None) -> int:
         "(profiler.network with 2 and 4 gloo ranks)",
     )
     p.add_argument(
+        "--contention",
+        choices=("matched", "none"),
+        default="matched",
+        help="matched (default): scale the profile's times for each rank count by the measured "
+        "slowdown of that many processes sharing this machine's cores; none: the profile alone",
+    )
+    p.add_argument(
         "--reprofile",
         action="store_true",
         help="profile again right before each plan's runs and re-predict the same plan with it "
@@ -426,6 +467,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.save_profile is not None:
         a.save_profile.write_text(prof.model_dump_json(indent=1))
     configs = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
+    rank_counts = sorted({c.candidate.pp * c.candidate.dp * c.candidate.tp for c in configs})
+
+    def matched(base: ModelProfile) -> Profiles:
+        if a.contention == "none":
+            return {n: base for n in (*rank_counts, 2, 4)}
+        return {n: contention_matched(base, n) for n in sorted({*rank_counts, 2, 4})}
+
+    profs = matched(prof)
+    if not a.json:
+        print(
+            "profile times x "
+            + ", ".join(f"{_factor(p):.3f} ({n} ranks)" for n, p in sorted(profs.items()))
+        )
     rows: list[RunRow] = []
     with tempfile.TemporaryDirectory() as tmp:
         links: Links = {}
@@ -433,12 +487,12 @@ def main(argv: list[str] | None = None) -> int:
             links = {n: measure_links(n, Path(tmp)) for n in sorted({2, 4})}
             if not a.json:
                 print(f"measured links (profiler.network, gloo): {links}")
-        todo = plans(prof, configs, links) + searched_plans(prof, links)
+        todo = plans(profs, configs, links) + searched_plans(profs, links)
         for i, (label, first) in enumerate(todo):
-            plan = first
+            plan, plan_prof = first, profs[first.num_gpus]
             if a.reprofile:
-                fresh = profile(repeats=10)
-                req = request_for(fresh, first.num_gpus, first.global_batch_size, links=links)
+                plan_prof = matched(profile(repeats=10))[first.num_gpus]
+                req = request_for(plan_prof, first.num_gpus, first.global_batch_size, links=links)
                 plan = fixed_plan(req, first.candidate())
             reports = []
             loads: list[float] = []
@@ -447,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
                 work = Path(tmp) / f"run{i}_{k}"
                 work.mkdir()
                 reports.append(run_plan(plan, work, steps=a.steps, warmup=a.warmup))
-            rows.append(compare(label, plan, reports, loads, links.get(plan.num_gpus)))
+            rows.append(compare(label, plan, reports, loads, links.get(plan.num_gpus), plan_prof))
             if not a.json:
                 print_table(rows[-1:])
                 sys.stdout.flush()
@@ -460,12 +514,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _summary(rows: list[RunRow]) -> None:
     print(
-        "\nsummary: label, step error, spread, busy ratio, step error at measured speed, "
-        "bubble error, worst activation error"
+        "\nsummary: label, profile contention factor, step error, spread, busy ratio, step error "
+        "at measured speed, bubble error, worst activation error"
     )
     for r in rows:
         print(
-            f"  {r.label:36s} {r.step_time_error:+7.1%}  ±{r.step_time_spread:5.1%}  "
+            f"  {r.label:36s} x{r.contention_factor:4.2f} {r.step_time_error:+7.1%}  "
+            f"±{r.step_time_spread:5.1%}  "
             f"x{r.compute_speed_ratio:4.2f}  {r.step_time_error_speed_adjusted:+7.1%}  "
             f"{r.bubble_error_abs:+6.3f}  {r.memory_error:+6.1%} (stage {r.worst_stage})"
         )

@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -148,6 +149,7 @@ class RunRow:
     worst_stage: int
     peak_memory_error: float
     load_average: list[float]  # 1-minute load average before each repeat (2 cores)
+    busy_cores_before: list[float]  # cores busy (other work) in the second before each repeat
     contention_factor: float  # the profile's times were scaled by this (1: measured alone)
     links: dict[str, float]  # the ClusterSpec link figures planned with (empty: catalog)
     stages: list[StageRow]
@@ -246,6 +248,33 @@ def run_plan(
     return RunReport.model_validate_json(report_path.read_text())
 
 
+def _cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all cores since boot (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_cores(interval_s: float = 1.0) -> float:
+    """How many cores other work kept busy over the last `interval_s` (0 .. cores)."""
+    b0, t0 = _cpu_times()
+    time.sleep(interval_s)
+    b1, t1 = _cpu_times()
+    cores = os.cpu_count() or 1
+    return round(cores * (b1 - b0) / (t1 - t0), 2) if t1 > t0 else 0.0
+
+
+def wait_quiet(below: float | None, max_wait_s: float) -> float:
+    """Cores busy in the second before a run; with `below`, first wait (up to `max_wait_s`)
+    until fewer than `below` cores are busy."""
+    start = time.monotonic()
+    busy = busy_cores()
+    while below is not None and busy >= below and time.monotonic() - start < max_wait_s:
+        busy = busy_cores()
+    return busy
+
+
 def _rel(measured: float, predicted: float) -> float:
     return (measured - predicted) / predicted if predicted else float("nan")
 
@@ -257,6 +286,7 @@ def compare(
     loads: list[float],
     links: dict[str, float] | None = None,
     plan_profile: ModelProfile | None = None,
+    busy_before: list[float] | None = None,
 ) -> RunRow:
     """Measured against predicted; `plan_profile` is the profile the plan was made from."""
     pred = plan.prediction
@@ -324,6 +354,7 @@ def compare(
         worst_stage=worst.stage,
         peak_memory_error=worst_peak.peak_error,
         load_average=loads,
+        busy_cores_before=busy_before or [],
         contention_factor=_factor(plan_profile) if plan_profile is not None else 1.0,
         links=links or {},
         stages=rows,
@@ -394,7 +425,8 @@ def print_table(rows: list[RunRow]) -> None:
             f"{r.measured_step_time_s * 1e3:8.1f} ms  error {r.step_time_error:+7.1%}  "
             f"(spread over repeats {r.step_time_spread:.1%}: "
             + ", ".join(f"{t * 1e3:.0f}" for t in r.repeat_step_times_s)
-            + f" ms; load average {', '.join(str(x) for x in r.load_average)})"
+            + f" ms; load average {', '.join(str(x) for x in r.load_average)}; cores busy "
+            f"before {', '.join(str(x) for x in r.busy_cores_before)})"
         )
         print(
             f"  profile    times x{r.contention_factor:.3f} (contention of {r.ranks} processes "
@@ -414,7 +446,8 @@ def print_table(rows: list[RunRow]) -> None:
         )
         print(
             f"  bubble     predicted {r.predicted_bubble:8.3f}     measured "
-            f"{r.measured_bubble:8.3f}     error {r.bubble_error_abs:+7.3f} (absolute)"
+            f"{r.measured_bubble:8.3f}     error {r.bubble_error_abs:+7.3f} (absolute), "
+            + ("n/a (relative)" if r.bubble_error is None else f"{r.bubble_error:+.1%} (relative)")
         )
         print(
             "  stage rank  busy pred ms  busy meas ms   error  act pred MiB  act meas MiB   error"
@@ -446,6 +479,14 @@ def main(argv: list[str] | None = None) -> int:
         help="plan with the catalog's CPU link figures instead of measuring them "
         "(profiler.network with 2 and 4 gloo ranks)",
     )
+    p.add_argument(
+        "--quiet-below",
+        type=float,
+        default=None,
+        metavar="CORES",
+        help="before each run wait (up to --quiet-wait-s) until fewer than CORES cores are busy",
+    )
+    p.add_argument("--quiet-wait-s", type=float, default=60.0, help="default 60")
     p.add_argument(
         "--contention",
         choices=("matched", "none"),
@@ -496,12 +537,16 @@ def main(argv: list[str] | None = None) -> int:
                 plan = fixed_plan(req, first.candidate())
             reports = []
             loads: list[float] = []
+            busy: list[float] = []
             for k in range(a.repeats):
+                busy.append(wait_quiet(a.quiet_below, a.quiet_wait_s))
                 loads.append(round(os.getloadavg()[0], 2))
                 work = Path(tmp) / f"run{i}_{k}"
                 work.mkdir()
                 reports.append(run_plan(plan, work, steps=a.steps, warmup=a.warmup))
-            rows.append(compare(label, plan, reports, loads, links.get(plan.num_gpus), plan_prof))
+            rows.append(
+                compare(label, plan, reports, loads, links.get(plan.num_gpus), plan_prof, busy)
+            )
             if not a.json:
                 print_table(rows[-1:])
                 sys.stdout.flush()

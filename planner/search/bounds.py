@@ -18,7 +18,11 @@ turn). The post term adds at least the average per-rank DP sync + optimizer time
 
 from __future__ import annotations
 
-from planner.cost import PartitionInputs
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from planner.cost import MODE_INDEX, PartitionInputs
+from planner.search.paths import PathCut
 
 
 def memory_floor_bytes(inputs: PartitionInputs) -> float:
@@ -67,15 +71,46 @@ def integer_rank_floors_s(
     known; each rank r holds D_r of the N middle layers, sum D_r = N, and with `per_stage` at
     least one layer per stage it holds (its stages, less stage 0 / S - 1 that already hold the
     first / last layer). For every partition and every schedule:
-        makespan >= busy of each rank = m * (a D_r + E_r)   (the rank chain is a path),
-        post     =  max_r (p D_r + Q_r)                     (step = makespan + slowest post),
+        makespan >= busy of each rank >= m * (a D_r + E_r + R_r(D_r))  (the rank chain is a path),
+        post     =  max_r (p D_r + Q_r)                   (step = makespan + slowest post),
     with a = one middle layer's fw + cheapest input-grad bw + weight-grad bw, p its post time,
-    E_r / Q_r the first/last layer's share on rank r. Each is at least its minimum over integer
-    D (given the constraints), found exactly by water-filling one layer at a time onto the rank
-    whose maximum grows least (optimal for a max of increasing functions with unit steps).
-    Without `per_stage` (valid for every vpp and schedule that keeps the end layers' ranks) the
-    lower bounds are 0."""
-    n_layers, pp = inputs.num_layers, inputs.pp
+    E_r / Q_r the first/last layer's share on rank r, and (with `per_stage`) R_r(D) the least
+    extra recompute time that lets D middle layers fit rank r's memory (see _whole_layers).
+    Each is at least its minimum over integer D (given the constraints), found exactly by
+    water-filling one layer at a time onto the rank whose maximum grows least (optimal for a
+    max of nondecreasing functions with unit steps). Without `per_stage` (valid for every vpp
+    and schedule that keeps the end layers' ranks) the lower bounds and R are 0."""
+    wl = _whole_layers(inputs, per_stage=per_stage)
+    if wl is None:
+        return None
+    m = inputs.num_microbatches
+    busy = _water_fill(
+        [
+            _envelope([m * (wl.e[r] + wl.a * (wl.lo[r] + x) + wl.extra[r][x]) for x in wl.xs])
+            for r in range(inputs.pp)
+        ],
+        wl.free,
+    )
+    post = _water_fill(
+        [[wl.q[r] + wl.p * (wl.lo[r] + x) for x in wl.xs] for r in range(inputs.pp)], wl.free
+    )
+    return busy, post
+
+
+@dataclass(frozen=True)
+class _Whole:
+    a: float  # fw + cheapest bw of one middle layer
+    p: float  # its post time
+    e: list[float]  # per rank: the end layers' fw + cheapest bw
+    q: list[float]  # per rank: the end layers' post time
+    lo: list[int]  # per rank: middle layers it must hold
+    free: int  # middle layers beyond the minimums
+    xs: range  # 0 .. free
+    extra: list[list[float]]  # per rank, per x: least recompute time to fit lo + x layers
+
+
+def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
+    n_layers, pp, n_st = inputs.num_layers, inputs.pp, inputs.num_stages
     if n_layers < 3:
         return None
     mid = range(1, n_layers - 1)
@@ -86,34 +121,88 @@ def integer_rank_floors_s(
     if any(sig(i) != sig(1) for i in mid):
         return None
     f, bi, w, p = sig(1)
-    last = n_layers - 1
-    first_rank, last_rank = inputs.stage_rank[0], inputs.stage_rank[-1]
-    busy0 = [0.0] * pp
-    post0 = [0.0] * pp
-    for layer, rank in ((0, first_rank), (last, last_rank)):
-        busy0[rank] += (
-            inputs.fw_s[layer] + min(inputs.bw_input_s[layer]) + inputs.bw_weight_s[layer]
-        )
-        post0[rank] += inputs.post_s[layer]
+    e, q = [0.0] * pp, [0.0] * pp
+    ends = ((0, 0), (n_layers - 1, n_st - 1))
+    for layer, s in ends:
+        rank = inputs.stage_rank[s]
+        e[rank] += inputs.fw_s[layer] + min(inputs.bw_input_s[layer]) + inputs.bw_weight_s[layer]
+        q[rank] += inputs.post_s[layer]
     lo = [0] * pp
     if per_stage:
         for s, rank in enumerate(inputs.stage_rank):
-            if s not in (0, inputs.num_stages - 1):
+            if s not in (0, n_st - 1):
                 lo[rank] += 1
-    if sum(lo) > len(mid):
+    free = len(mid) - sum(lo)
+    if free < 0:
         return None
-    busy = _water_fill(f + bi + w, busy0, lo, len(mid))
-    post = _water_fill(p, post0, lo, len(mid))
-    return inputs.num_microbatches * busy, post
+    xs = range(free + 1)
+    extra = [[0.0] * len(xs) for _ in range(pp)]
+    same_bytes = all(
+        (inputs.bw_input_s[i], inputs.activation_bytes[i], inputs.static_bytes[i])
+        == (inputs.bw_input_s[1], inputs.activation_bytes[1], inputs.static_bytes[1])
+        for i in mid
+    )
+    if per_stage and same_bytes:
+        for r in range(pp):
+            extra[r] = [_recompute_s(inputs, r, lo[r] + x) for x in xs]
+    return _Whole(f + bi + w, p, e, q, lo, free, xs, extra)
 
 
-def _water_fill(slope: float, base: list[float], lo: list[int], total: int) -> float:
-    """min over integer d >= lo, sum d = total, of max_r (base_r + slope d_r)."""
-    level = [b + slope * k for b, k in zip(base, lo, strict=True)]
-    for _ in range(total - sum(lo)):
-        r = min(range(len(level)), key=level.__getitem__)
-        level[r] += slope
-    return max(level)
+def _recompute_s(inputs: PartitionInputs, rank: int, count: int) -> float:
+    """Least extra input-grad backward time (one micro-batch) over recompute choices that let
+    `count` middle layers fit rank `rank` (inf if none does), in the LP relaxation of
+        fixed + ends + count * static + I sum_l act(mode_l) <= cap
+    (ends: the first / last layer's static and cheapest activation bytes if on this rank,
+    I: the least in-flight count of the rank's stages — both make the rank look smaller).
+    The LP min c.y s.t. s.y >= need, sum y <= count, y >= 0 (y_k: layers moved from the fastest
+    mode to mode k, saving s_k bytes for c_k seconds each) has an optimal vertex with one mode
+    (s_k y_k = need) or two (both rows tight)."""
+    stages = [s for s, r in enumerate(inputs.stage_rank) if r == rank]
+    inflight = min(inputs.inflight[s] for s in stages)
+    room = inputs.cap_bytes - inputs.fixed_bytes
+    for layer, s in ((0, 0), (inputs.num_layers - 1, inputs.num_stages - 1)):
+        if inputs.stage_rank[s] == rank:
+            room -= inputs.static_bytes[layer] + inputs.inflight[s] * min(
+                inputs.activation_bytes[layer]
+            )
+    bw, act = inputs.bw_input_s[1], inputs.activation_bytes[1]
+    ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
+    base = min(ks, key=lambda k: (bw[k], act[k]))
+    need = count * (inputs.static_bytes[1] + inflight * act[base]) - room
+    if need <= 0:
+        return 0.0
+    opts = [(inflight * (act[base] - act[k]), bw[k] - bw[base]) for k in ks]
+    opts = [(sv, c) for sv, c in opts if sv > 0]
+    best = float("inf")
+    for sv, c in opts:
+        if need / sv <= count:
+            best = min(best, c * need / sv)
+    for sa, ca in opts:
+        for sb, cb in opts:
+            if sa > sb:
+                ya = (need - sb * count) / (sa - sb)
+                if 0 <= ya <= count:
+                    best = min(best, ca * ya + cb * (count - ya))
+    return max(best, 0.0)
+
+
+def _envelope(values: list[float]) -> list[float]:
+    """The largest nondecreasing function below `values` (suffix minima): still a lower bound,
+    and what water-filling needs."""
+    out = values[:]
+    for i in range(len(out) - 2, -1, -1):
+        out[i] = min(out[i], out[i + 1])
+    return out
+
+
+def _water_fill(levels: list[list[float]], total: int) -> float:
+    """min over integer x >= 0, sum x = total, of max_r levels[r][x_r] (each nondecreasing):
+    the `total` smallest steps of the merged sequences, taken greedily."""
+    x = [0] * len(levels)
+    for _ in range(total):
+        r = min(range(len(levels)), key=lambda q: levels[q][x[q] + 1])
+        x[r] += 1
+    return max(levels[r][x[r]] for r in range(len(levels)))
 
 
 def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
@@ -143,3 +232,56 @@ def last_rank_bound_s(w: float, *, m: int, pp: int) -> float:
         return m * w
     a = max(0.0, w * (m - pp + 1) / ((m - 1) * (pp - 1) + m))
     return (m - 1) * a + w
+
+
+def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | None:
+    """A whole-layer floor of the step time from path cuts (None unless GPT-shaped, as in
+    integer_rank_floors_s). Each cut c is a path, so for every partition
+
+        makespan >= len_c(d) = beta_c + sum_s alpha_{c,s} d_s
+
+    with d_s the middle layers in stage s (at least lo_s: 1, or 0 in the stages that hold the
+    first / last layer), alpha_{c,s} = F fw + B (bi + w) + I bi + W w of one middle layer
+    (cheapest input-grad bw bi), beta_c the first / last layer's terms plus every boundary
+    crossed times the cheapest p2p. Per rank, sum_{s on r} alpha_s d_s >= sum alpha_s lo_s +
+    gamma_{c,r} x_r with gamma_{c,r} = min_{s on r} alpha_{c,s}, x_r = D_r - lo_r; keeping only
+    the rank with the largest gamma (the others are >= 0), each cut is an increasing function of
+    one x_r. So the makespan >= min over integer x >= 0, sum x = N - sum lo, of
+    max_r g_r(x_r), g_r = the max of rank r's cut functions: water-filling one layer at a time
+    onto the rank whose g grows least is exact for a max of nondecreasing functions. The post
+    floor of integer_rank_floors_s is added."""
+    whole = integer_rank_floors_s(inputs, per_stage=True)
+    wl = _whole_layers(inputs, per_stage=True)
+    if whole is None or wl is None:
+        return None
+    n_layers, n_st, pp = inputs.num_layers, inputs.num_stages, inputs.pp
+    f, bi, w = inputs.fw_s[1], min(inputs.bw_input_s[1]), inputs.bw_weight_s[1]
+    lo = [0 if s in (0, n_st - 1) else 1 for s in range(n_st)]
+    p2p = min(inputs.p2p_s[:-1])
+    ends = ((0, 0), (n_layers - 1, n_st - 1))
+    per_rank: list[list[float]] = [[float("-inf")] * len(wl.xs) for _ in range(pp)]
+    constant = 0.0
+    for c in cuts:
+
+        def coef(fw: float, b_in: float, b_w: float, s: int, c: PathCut = c) -> float:
+            return c.f[s] * fw + c.b[s] * (b_in + b_w) + c.i[s] * b_in + c.w[s] * b_w
+
+        alpha = [coef(f, bi, w, s) for s in range(n_st)]
+        beta = sum(c.x) * p2p + sum(a * k for a, k in zip(alpha, lo, strict=True))
+        for layer, s in ends:
+            b_in = min(inputs.bw_input_s[layer])
+            beta += coef(inputs.fw_s[layer], b_in, inputs.bw_weight_s[layer], s)
+        gamma = [float("inf")] * pp
+        times = [float("inf")] * pp  # least count of input-grad passes over the rank's stages
+        for s, rank in enumerate(inputs.stage_rank):
+            gamma[rank] = min(gamma[rank], alpha[s])
+            times[rank] = min(times[rank], c.b[s] + c.i[s])
+        top = max(range(pp), key=gamma.__getitem__)
+        if gamma[top] <= 0.0:
+            constant = max(constant, beta)
+            continue
+        row = per_rank[top]
+        for x in wl.xs:  # recompute time forced by memory, passed at least `times` times
+            row[x] = max(row[x], beta + gamma[top] * x + times[top] * wl.extra[top][x])
+    pipeline = _water_fill([_envelope(row) for row in per_rank], wl.free)
+    return max(constant, whole[0], pipeline) + whole[1]

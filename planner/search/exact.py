@@ -29,9 +29,10 @@ from typing import Literal
 
 from planner.cost import PartitionScore
 from planner.cost.partition import PartitionInputs
+from planner.search.bounds import cut_floor_s
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.paths import PathCut, critical_path, rank_chain, through_rank_paths
 from planner.search.relax import MARGIN as LP_MARGIN
 from planner.search.relax import lp_floor_s
 from planner.specs.base import RecomputeMode
@@ -93,12 +94,15 @@ def solve_config(
     """Find the partition with the lowest simulated step time under the cap, provably."""
     sched = schedule_of(inputs)
     result = ConfigResult(status="UNKNOWN", best=None)
+    seeds = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
+        result.status = "BOUNDED"  # the whole-layer cut floor reaches the bound: no solve
+        return result
     scored_hints = [Scored(h, score(inputs, h)) for h in hints]
     reference = min((sc.score.step_time_s for sc in scored_hints), default=None)
     model = PartitionModel(
         inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
     )
-    seeds = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
     for cut in seeds:
         result.cuts += model.add_path_cut(cut)
 
@@ -116,6 +120,9 @@ def solve_config(
     for known in scored_hints:
         consider(known.partition, known)
     limit = _bound(bound_s, result.best)
+    if limit is not None and _cut_settles(inputs, seeds, limit):
+        result.status = _settled(result, bound_s)
+        return result
     if limit is not None:  # the LP floor may settle it without CP-SAT
         floor = lp_floor_s(inputs, modes, seeds)
         if floor is not None and floor >= limit * (1 + LP_MARGIN):
@@ -157,6 +164,12 @@ def solve_config(
             and model.lower_bound_units(out.partition) <= _units(limit, model.scale)
         ):
             model.add_no_good(out.partition)
+
+
+def _cut_settles(inputs: PartitionInputs, cuts: list[PathCut], limit_s: float) -> bool:
+    """No partition beats `limit_s` by more than the tolerance (bounds.cut_floor_s)."""
+    floor = cut_floor_s(inputs, cuts)
+    return floor is not None and floor >= limit_s * (1 - REL_TOL)
 
 
 def _settled(result: ConfigResult, bound_s: float | None) -> ConfigStatus:

@@ -11,8 +11,15 @@ import pytest
 from planner.cost import PartitionInputs
 from planner.schedules import generate, peak_inflight
 from planner.schedules.ir import stage_to_rank
-from planner.search.bounds import group_time_floor_s, integer_rank_floors_s, time_floor_s
+from planner.search.bounds import (
+    cut_floor_s,
+    group_time_floor_s,
+    integer_rank_floors_s,
+    time_floor_s,
+)
 from planner.search.exhaustive import exhaustive_config
+from planner.search.partition import Partition, durations_of, schedule_of, score
+from planner.search.paths import critical_path, rank_chain, through_rank_paths
 from planner.specs.base import RecomputeMode, ScheduleName
 
 SCHEDULES: list[tuple[ScheduleName, int]] = [
@@ -120,3 +127,28 @@ def test_heterogeneous_middle_layers_get_no_floor() -> None:
     fw[1] += 0.1
     other = PartitionInputs(**{**inputs.__dict__, "fw_s": tuple(fw)})
     assert integer_rank_floors_s(other, per_stage=True) is None
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_cut_floor_never_exceeds_the_optimum(seed: int) -> None:
+    rng = random.Random(7000 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = gpt_inputs(rng, schedule, vpp)
+    sched = schedule_of(inputs)
+    cuts = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    result = exhaustive_config(inputs, modes=MODES)
+    if result.best is None:
+        return
+    step = result.best.score.step_time_s
+    # plus the critical paths of some partitions (what the search adds as it goes)
+    n, n_st = inputs.num_layers, inputs.num_stages
+    for _ in range(5):
+        bounds = (0, *sorted(rng.sample(range(1, n), n_st - 1)), n)
+        modes = tuple(rng.choice(MODES) for _ in range(n))
+        sc = score(inputs, Partition(bounds, modes))
+        cuts.append(critical_path(sched, durations_of(sc))[1])
+    cuts.append(critical_path(sched, durations_of(result.best.score))[1])
+    floor = cut_floor_s(inputs, cuts)
+    assert floor is not None
+    assert floor <= step * (1 + 1e-12)
+    assert floor >= integer_rank_floors_s(inputs, per_stage=True)[1]  # type: ignore[index]

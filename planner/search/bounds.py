@@ -18,6 +18,7 @@ turn). The post term adds at least the average per-rank DP sync + optimizer time
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -151,39 +152,58 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
 def _recompute_s(inputs: PartitionInputs, rank: int, count: int) -> float:
     """Least extra input-grad backward time (one micro-batch) over recompute choices that let
     `count` middle layers fit rank `rank` (inf if none does), in the LP relaxation of
-        fixed + ends + count * static + I sum_l act(mode_l) <= cap
-    (ends: the first / last layer's static and cheapest activation bytes if on this rank,
-    I: the least in-flight count of the rank's stages — both make the rank look smaller).
-    The LP min c.y s.t. s.y >= need, sum y <= count, y >= 0 (y_k: layers moved from the fastest
-    mode to mode k, saving s_k bytes for c_k seconds each) has an optimal vertex with one mode
-    (s_k y_k = need) or two (both rows tight)."""
+        fixed + ends + sum_l (static + I_l act(mode_l)) <= cap.
+    Each stage of the rank but stage 0 / S - 1 holds one middle layer at its own in-flight
+    count I_s; the other middle layers are put at the rank's least I (moving a layer there
+    never grows its bytes in any mode, so this only makes the rank look smaller); ends are the
+    first / last layer's static and cheapest activation bytes if on this rank. The LP is a
+    multiple-choice knapsack relaxation: from the fastest mode, the lower convex hull of
+    (bytes saved, seconds added) per mode, and greedy over hull segments by seconds per byte
+    across layers (exact for the relaxation)."""
+    n_st = inputs.num_stages
     stages = [s for s, r in enumerate(inputs.stage_rank) if r == rank]
-    inflight = min(inputs.inflight[s] for s in stages)
+    fixed_stages = [s for s in stages if s not in (0, n_st - 1)]
     room = inputs.cap_bytes - inputs.fixed_bytes
-    for layer, s in ((0, 0), (inputs.num_layers - 1, inputs.num_stages - 1)):
+    for layer, s in ((0, 0), (inputs.num_layers - 1, n_st - 1)):
         if inputs.stage_rank[s] == rank:
             room -= inputs.static_bytes[layer] + inputs.inflight[s] * min(
                 inputs.activation_bytes[layer]
             )
+    groups = [(inputs.inflight[s], 1) for s in fixed_stages]
+    if count > len(fixed_stages):
+        groups.append((min(inputs.inflight[s] for s in stages), count - len(fixed_stages)))
     bw, act = inputs.bw_input_s[1], inputs.activation_bytes[1]
     ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
     base = min(ks, key=lambda k: (bw[k], act[k]))
-    need = count * (inputs.static_bytes[1] + inflight * act[base]) - room
+    need = sum(n * (inputs.static_bytes[1] + i * act[base]) for i, n in groups) - room
     if need <= 0:
         return 0.0
-    opts = [(inflight * (act[base] - act[k]), bw[k] - bw[base]) for k in ks]
-    opts = [(sv, c) for sv, c in opts if sv > 0]
-    best = float("inf")
-    for sv, c in opts:
-        if need / sv <= count:
-            best = min(best, c * need / sv)
-    for sa, ca in opts:
-        for sb, cb in opts:
-            if sa > sb:
-                ya = (need - sb * count) / (sa - sb)
-                if 0 <= ya <= count:
-                    best = min(best, ca * ya + cb * (count - ya))
-    return max(best, 0.0)
+    # lower convex hull of (activation bytes saved, seconds added) from the fastest mode
+    points = sorted({(act[base] - act[k], bw[k] - bw[base]) for k in ks if act[k] < act[base]})
+    hull: list[tuple[float, float]] = [(0.0, 0.0)]
+    for pt in points:
+        while len(hull) >= 2 and _cross(hull[-2], hull[-1], pt) <= 0:
+            hull.pop()
+        hull.append(pt)
+    segments = []  # (seconds per byte, bytes saved per layer, seconds per layer, layers)
+    for i, n in groups:
+        for (d0, c0), (d1, c1) in itertools.pairwise(hull):
+            if i > 0 and d1 > d0:
+                saved = i * (d1 - d0)
+                segments.append((max(0.0, c1 - c0) / saved, saved, max(0.0, c1 - c0), n))
+    segments.sort()
+    total = 0.0
+    for _, saved, cost, n in segments:
+        take = min(float(n), need / saved)
+        total += take * cost
+        need -= take * saved
+        if need <= 1e-9 * max(1.0, room):
+            return total
+    return float("inf")
+
+
+def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
 
 
 def _envelope(values: list[float]) -> list[float]:

@@ -18,8 +18,13 @@ Method (docs/runner.md, "Fidelity"):
    candidate; the stage split is the cost model's balanced one) -- and, when
    `planner.search.search` exists, the search's own best plan for each rank count too.
 3. Each plan runs `--repeats` times under torchrun (`profiler.run_plan`, K measured steps
-   after warm-up); the table gives the median over repeats and the spread (max - min) / median
-   of the repeats' step times: that spread is this machine's noise.
+   after warm-up), round-robin over the plans (repeat k of every plan, then repeat k + 1);
+   the table gives the median over repeats and the spread (max - min) / median of the repeats'
+   step times: that spread is this machine's noise. Before each run the bench records the
+   1-minute load average and the cores other work kept busy in the preceding second
+   (/proc/stat); `--quiet-below C` first waits until fewer than C cores are busy. Every run
+   prints a line on stderr: predicted -> measured step time, bubble and worst-stage
+   activation bytes, with signed relative errors.
 Errors are signed and relative: (measured - predicted) / predicted. `memory_error` is that of the
 stage with the largest |error| in saved-activation bytes (the profile's unit, the goal of 5 %);
 `peak_memory_error` compares a rank's measured params + grads + optimizer + peak activations
@@ -529,32 +534,68 @@ def main(argv: list[str] | None = None) -> int:
             if not a.json:
                 print(f"measured links (profiler.network, gloo): {links}")
         todo = plans(profs, configs, links) + searched_plans(profs, links)
-        for i, (label, first) in enumerate(todo):
+        chosen: list[tuple[str, Plan, ModelProfile]] = []
+        for label, first in todo:
             plan, plan_prof = first, profs[first.num_gpus]
             if a.reprofile:
                 plan_prof = matched(profile(repeats=10))[first.num_gpus]
                 req = request_for(plan_prof, first.num_gpus, first.global_batch_size, links=links)
                 plan = fixed_plan(req, first.candidate())
-            reports = []
-            loads: list[float] = []
-            busy: list[float] = []
-            for k in range(a.repeats):
-                busy.append(wait_quiet(a.quiet_below, a.quiet_wait_s))
-                loads.append(round(os.getloadavg()[0], 2))
+            chosen.append((label, plan, plan_prof))
+        # Round-robin: repeat k of every plan before repeat k + 1 of any, so that a burst of
+        # other work lands on one repeat of several plans (the median drops it), not on all
+        # the repeats of one plan.
+        reports: list[list[RunReport]] = [[] for _ in chosen]
+        loads: list[list[float]] = [[] for _ in chosen]
+        busy: list[list[float]] = [[] for _ in chosen]
+        for k in range(a.repeats):
+            for i, (label, plan, _) in enumerate(chosen):
+                busy[i].append(wait_quiet(a.quiet_below, a.quiet_wait_s))
+                loads[i].append(round(os.getloadavg()[0], 2))
                 work = Path(tmp) / f"run{i}_{k}"
                 work.mkdir()
-                reports.append(run_plan(plan, work, steps=a.steps, warmup=a.warmup))
+                rep = run_plan(plan, work, steps=a.steps, warmup=a.warmup)
+                reports[i].append(rep)
+                _progress(k, a.repeats, label, plan, rep, loads[i][-1], busy[i][-1])
+        for i, (label, plan, plan_prof) in enumerate(chosen):
             rows.append(
-                compare(label, plan, reports, loads, links.get(plan.num_gpus), plan_prof, busy)
+                compare(
+                    label, plan, reports[i], loads[i], links.get(plan.num_gpus), plan_prof, busy[i]
+                )
             )
-            if not a.json:
-                print_table(rows[-1:])
-                sys.stdout.flush()
+        if not a.json:
+            print_table(rows)
     if a.json:
         print(json.dumps([asdict(r) for r in rows], indent=2))
     else:
         _summary(rows)
     return 0
+
+
+def _progress(
+    k: int, repeats: int, label: str, plan: Plan, rep: RunReport, load: float, busy: float
+) -> None:
+    """One line per run on stderr: predicted vs measured step time, bubble and the worst
+    stage's saved-activation bytes, each with its signed relative error."""
+    pred = plan.prediction
+    acts = [
+        (_rel(rep.stages[sp.stage].activation_bytes, sp.activation_bytes), sp.stage)
+        for sp in pred.stages
+    ]
+    act_err, stage = max(acts, key=lambda x: abs(x[0]))
+    bub = (
+        f"{_rel(rep.bubble_fraction, pred.bubble_fraction):+.1%}"
+        if pred.bubble_fraction > 0
+        else "n/a"
+    )
+    print(
+        f"[{k + 1}/{repeats}] {label}: step {pred.step_time_s * 1e3:.1f} -> "
+        f"{rep.step_time_s * 1e3:.1f} ms ({_rel(rep.step_time_s, pred.step_time_s):+.1%}), "
+        f"bubble {pred.bubble_fraction:.3f} -> {rep.bubble_fraction:.3f} ({bub}), "
+        f"activations worst stage {stage} {act_err:+.2%}; load {load}, cores busy before {busy}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _summary(rows: list[RunRow]) -> None:

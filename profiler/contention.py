@@ -10,25 +10,27 @@ at all or interrupted for a whole slice, and its median says nothing about its s
 What is measured instead is throughput, over many slices:
 
 1. the workload -- a forward and backward of every layer of the model, one micro-batch, as a
-   training step does -- runs alone for `duration_s` (mean time per iteration, `alone_s`);
-2. `copies - 1` other processes start the same workload in a loop on the same cores (same
-   thread count, no pinning: the scheduler spreads them as it spreads the ranks); once every
-   one has finished its first iteration the workload is timed again (`shared_s`);
-3. the workload runs alone once more; `alone_s` is the mean of the two alone phases (the two
-   are also reported: they bracket the machine's drift).
+   training step does -- runs alone for `duration_s` (mean time per iteration);
+2. `copies - 1` other processes run the same workload in a loop on the same cores (same
+   thread count, no pinning: the scheduler spreads them as it spreads the ranks), and the
+   workload is timed again (shared);
+3. alone and shared phases alternate (`rounds` shared phases, started and paused by an event;
+   the other processes are spawned once); each shared phase is divided by the mean of the
+   alone phases on either side of it.
 
-`factor = shared_s / alone_s` is the slowdown of compute when `copies` processes compete for
-the cores (processor sharing: ~copies / cores when copies > cores, ~1 otherwise, plus what
-shared caches and memory bandwidth cost). `scale_profile` multiplies every time of a profile
-by it; bytes, FLOPs and counts are untouched. The model of the run this encodes: all R ranks
-compete for the cores all the time, which is an upper bound when the pipeline leaves ranks idle
-(bubbles, waits), as docs/runner.md ("Contention-matched profile") discusses.
+`factor`, the median of those ratios, is the slowdown of compute when `copies` processes
+compete for the cores (processor sharing: ~copies / cores when copies > cores, ~1 otherwise,
+plus what shared caches and memory bandwidth cost). `scale_profile` multiplies every time of
+a profile by it; bytes, FLOPs and counts are untouched. The model of the run this encodes: all
+R ranks compete for the cores all the time, which is an upper bound when the pipeline leaves
+ranks idle (bubbles, waits), as docs/runner.md ("Contention-matched profile") discusses.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,18 +48,20 @@ __all__ = ["Contention", "measure_contention", "scale_profile"]
 class Contention:
     copies: int
     cores: int
-    alone_s: float  # mean seconds per workload iteration alone (both alone phases)
+    alone_s: float  # seconds per workload iteration alone (median of the alone phases)
     alone_before_s: float
     alone_after_s: float
-    shared_s: float  # the same with `copies - 1` other processes running it
-    factor: float  # shared_s / alone_s
+    shared_s: float  # the same with `copies - 1` other processes running it (median)
+    factor: float  # median over shared phases of shared / (mean of the alone phases around it)
+    ratios: tuple[float, ...] = ()  # each shared phase's ratio
 
     def note(self) -> str:
         return (
             f"times x{self.factor:.3f}: {self.copies} processes on {self.cores} cores, "
             f"fw+bw of every layer {self.shared_s * 1e3:.2f} ms shared vs "
-            f"{self.alone_s * 1e3:.2f} ms alone ({self.alone_before_s * 1e3:.2f} before, "
-            f"{self.alone_after_s * 1e3:.2f} after)"
+            f"{self.alone_s * 1e3:.2f} ms alone ({self.alone_before_s * 1e3:.2f} first, "
+            f"{self.alone_after_s * 1e3:.2f} last); ratios "
+            + ", ".join(f"{r:.3f}" for r in self.ratios)
         )
 
 
@@ -101,14 +105,17 @@ def _load(
     kwargs: dict[str, object],
     threads: int,
     ready: Barrier,
+    go: Event,
     stop: Event,
 ) -> None:
+    """A competing process: the same workload, in a loop while `go` is set, until `stop`."""
     torch.set_num_threads(threads)
     run = _workload(source, **kwargs)  # type: ignore[arg-type]
     run()
     ready.wait()
     while not stop.is_set():
-        run()
+        if go.wait(timeout=0.05):
+            run()
 
 
 def measure_contention(
@@ -120,11 +127,20 @@ def measure_contention(
     dtype: torch.dtype = torch.float32,
     device: str = "cpu",
     seed: int = 0,
-    duration_s: float = 2.0,
+    duration_s: float = 1.0,
+    rounds: int = 3,
 ) -> Contention:
-    """The slowdown of the model's fw+bw when `copies` processes run it on this host's cores."""
+    """The slowdown of the model's fw+bw when `copies` processes run it on this host's cores.
+
+    Phases of `duration_s` alternate alone, shared, alone, ... (`rounds` shared phases; the
+    competing processes are started once and paused between shared phases); each shared
+    phase is set against the mean of the alone phases on either side of it, and the factor is
+    the median of those ratios, so that a burst of other work in one phase does not make it.
+    """
     if copies < 1:
         raise ValueError(f"copies={copies} must be >= 1")
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds} must be >= 1")
     if device != "cpu":
         raise ValueError(f"contention is measured on cpu only (device={device!r})")
     kwargs: dict[str, object] = dict(
@@ -132,16 +148,16 @@ def measure_contention(
     )
     run = _workload(source, **kwargs)  # type: ignore[arg-type]
     cores = len(os.sched_getaffinity(0))
-    before = _time_per_iter(run, duration_s)
-    shared = before
+    alone = [_time_per_iter(run, duration_s)]
+    shared: list[float] = []
     if copies > 1:
         ctx = mp.get_context("spawn")
         ready = ctx.Barrier(copies)
-        stop = ctx.Event()
+        go, stop = ctx.Event(), ctx.Event()
         procs = [
             ctx.Process(
                 target=_load,
-                args=(source, kwargs, torch.get_num_threads(), ready, stop),
+                args=(source, kwargs, torch.get_num_threads(), ready, go, stop),
                 daemon=True,
             )
             for _ in range(copies - 1)
@@ -150,7 +166,12 @@ def measure_contention(
             p.start()
         try:
             ready.wait(timeout=300)
-            shared = _time_per_iter(run, duration_s)
+            for _ in range(rounds):
+                go.set()
+                shared.append(_time_per_iter(run, duration_s))
+                go.clear()
+                time.sleep(0.1)  # the others finish the iteration they are in
+                alone.append(_time_per_iter(run, duration_s))
         finally:
             stop.set()
             for p in procs:
@@ -158,16 +179,16 @@ def measure_contention(
                 if p.is_alive():
                     p.kill()
                     p.join()
-    after = _time_per_iter(run, duration_s) if copies > 1 else before
-    alone = (before + after) / 2
+    ratios = tuple(s / ((alone[i] + alone[i + 1]) / 2) for i, s in enumerate(shared))
     return Contention(
         copies=copies,
         cores=cores,
-        alone_s=alone,
-        alone_before_s=before,
-        alone_after_s=after,
-        shared_s=shared,
-        factor=shared / alone,
+        alone_s=statistics.median(alone),
+        alone_before_s=alone[0],
+        alone_after_s=alone[-1],
+        shared_s=statistics.median(shared) if shared else alone[0],
+        factor=statistics.median(ratios) if ratios else 1.0,
+        ratios=ratios,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import statistics
 from pathlib import Path
 
 import pytest
@@ -62,14 +63,17 @@ def test_scale_profile_multiplies_every_time_and_nothing_else() -> None:
 
 
 def test_measure_contention_runs_the_copies_and_stops_them() -> None:
-    c = measure_contention(_source(), copies=2, duration_s=0.2)
+    c = measure_contention(_source(), copies=2, duration_s=0.2, rounds=3)
     assert c.copies == 2 and c.cores == len(os.sched_getaffinity(0))
     assert c.alone_before_s > 0 and c.alone_after_s > 0 and c.shared_s > 0
-    assert c.alone_s == pytest.approx((c.alone_before_s + c.alone_after_s) / 2)
-    assert c.factor == pytest.approx(c.shared_s / c.alone_s)
-    assert mp.active_children() == []  # the load processes are gone
+    assert len(c.ratios) == 3 and all(r > 0 for r in c.ratios)
+    assert c.factor == statistics.median(c.ratios)
+    assert "2 processes on" in c.note() and f"{c.ratios[0]:.3f}" in c.note()
+    assert mp.active_children() == []  # the competing processes are gone
     alone = measure_contention(_source(), copies=1, duration_s=0.1)
-    assert alone.factor == 1.0 and alone.shared_s == alone.alone_s
+    assert alone.factor == 1.0 and alone.ratios == () and alone.shared_s == alone.alone_s
+    with pytest.raises(ValueError, match="rounds=0 must be >= 1"):
+        measure_contention(_source(), copies=2, rounds=0)
 
 
 @pytest.mark.slow

@@ -472,6 +472,9 @@ def print_table(rows: list[RunRow]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true", help="print the runs as a JSON list")
+    p.add_argument(
+        "--markdown", type=Path, default=None, help="also write the summary as a markdown table"
+    )
     p.add_argument("--repeats", type=int, default=3, help="runs of each plan (default 3)")
     p.add_argument("--steps", type=int, default=6, help="measured steps per run (default 6)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps per run (default 2)")
@@ -565,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not a.json:
             print_table(rows)
+    if a.markdown is not None:
+        a.markdown.write_text(markdown(rows))
     if a.json:
         print(json.dumps([asdict(r) for r in rows], indent=2))
     else:
@@ -596,6 +601,27 @@ def _progress(
         file=sys.stderr,
         flush=True,
     )
+
+
+def markdown(rows: list[RunRow]) -> str:
+    """The docs/runner.md table: one row per plan."""
+    out = [
+        "| plan | profile × | step pred → meas (ms) | error | spread | busy / pred | bubble "
+        "pred → meas | activation error (stage) | peak error | load avg | cores busy before |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r.label} ({r.schedule} pp{r.pp} dp{r.dp} vpp{r.vpp} m{r.microbatches}) | "
+            f"{r.contention_factor:.2f} | {r.predicted_step_time_s * 1e3:.0f} → "
+            f"{r.measured_step_time_s * 1e3:.0f} | {r.step_time_error:+.1%} | "
+            f"{r.step_time_spread:.1%} | {r.compute_speed_ratio:.2f} | "
+            f"{r.predicted_bubble:.3f} → {r.measured_bubble:.3f} | "
+            f"{r.memory_error:+.2%} ({r.worst_stage}) | {r.peak_memory_error:+.1%} | "
+            f"{', '.join(f'{x:.1f}' for x in r.load_average)} | "
+            f"{', '.join(f'{x:.1f}' for x in r.busy_cores_before)} |"
+        )
+    return "\n".join(out).replace("%", " %") + "\n"
 
 
 def _summary(rows: list[RunRow]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.search.paths import PathCut
@@ -110,6 +111,7 @@ class _Whole:
     extra: list[list[float]]  # per rank, per x: least recompute time to fit lo + x layers
 
 
+@lru_cache(maxsize=64)
 def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     n_layers, pp, n_st = inputs.num_layers, inputs.pp, inputs.num_stages
     if n_layers < 3:
@@ -145,13 +147,14 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     )
     if per_stage and same_bytes:
         for r in range(pp):
-            extra[r] = [_recompute_s(inputs, r, lo[r] + x) for x in xs]
+            extra[r] = _recompute_curve(inputs, r, lo[r], free)
     return _Whole(f + bi + w, p, e, q, lo, free, xs, extra)
 
 
-def _recompute_s(inputs: PartitionInputs, rank: int, count: int) -> float:
-    """Least extra input-grad backward time (one micro-batch) over recompute choices that let
-    `count` middle layers fit rank `rank` (inf if none does), in the LP relaxation of
+def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> list[float]:
+    """For x = 0 .. free: the least extra input-grad backward time (one micro-batch) over
+    recompute choices that let lo + x middle layers fit rank `rank` (inf if none does), in the
+    LP relaxation of
         fixed + ends + sum_l (static + I_l act(mode_l)) <= cap.
     Each stage of the rank but stage 0 / S - 1 holds one middle layer at its own in-flight
     count I_s; the other middle layers are put at the rank's least I (moving a layer there
@@ -169,15 +172,15 @@ def _recompute_s(inputs: PartitionInputs, rank: int, count: int) -> float:
             room -= inputs.static_bytes[layer] + inputs.inflight[s] * min(
                 inputs.activation_bytes[layer]
             )
-    groups = [(inputs.inflight[s], 1) for s in fixed_stages]
-    if count > len(fixed_stages):
-        groups.append((min(inputs.inflight[s] for s in stages), count - len(fixed_stages)))
     bw, act = inputs.bw_input_s[1], inputs.activation_bytes[1]
     ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
     base = min(ks, key=lambda k: (bw[k], act[k]))
-    need = sum(n * (inputs.static_bytes[1] + i * act[base]) for i, n in groups) - room
-    if need <= 0:
-        return 0.0
+    least = min(inputs.inflight[s] for s in stages)
+    # groups: (in-flight count, layers); the last one (the free layers) grows with x
+    groups = [(inputs.inflight[s], 1) for s in fixed_stages[:lo]]
+    extra_layers = lo - len(groups)  # lo beyond the stages (does not happen: lo = stages)
+    need0 = sum(n * (inputs.static_bytes[1] + i * act[base]) for i, n in groups) - room
+    per_free = inputs.static_bytes[1] + least * act[base]
     # lower convex hull of (activation bytes saved, seconds added) from the fastest mode
     points = sorted({(act[base] - act[k], bw[k] - bw[base]) for k in ks if act[k] < act[base]})
     hull: list[tuple[float, float]] = [(0.0, 0.0)]
@@ -185,21 +188,32 @@ def _recompute_s(inputs: PartitionInputs, rank: int, count: int) -> float:
         while len(hull) >= 2 and _cross(hull[-2], hull[-1], pt) <= 0:
             hull.pop()
         hull.append(pt)
-    segments = []  # (seconds per byte, bytes saved per layer, seconds per layer, layers)
-    for i, n in groups:
+    # (seconds per byte, bytes saved per layer, seconds per layer, fixed layers or -1 = free)
+    segments: list[tuple[float, float, float, int]] = []
+    for i, n in [*groups, (least, -1)]:
         for (d0, c0), (d1, c1) in itertools.pairwise(hull):
             if i > 0 and d1 > d0:
                 saved = i * (d1 - d0)
-                segments.append((max(0.0, c1 - c0) / saved, saved, max(0.0, c1 - c0), n))
+                cost = max(0.0, c1 - c0)
+                segments.append((cost / saved, saved, cost, n))
     segments.sort()
-    total = 0.0
-    for _, saved, cost, n in segments:
-        take = min(float(n), need / saved)
-        total += take * cost
-        need -= take * saved
-        if need <= 1e-9 * max(1.0, room):
-            return total
-    return float("inf")
+    out = []
+    for x in range(free + 1):
+        count_free = x + extra_layers
+        need = need0 + count_free * per_free
+        total = 0.0
+        if need > 0:
+            for _, saved, cost, n in segments:
+                cap = float(n if n >= 0 else count_free)
+                take = min(cap, need / saved)
+                total += take * cost
+                need -= take * saved
+                if need <= 1e-9 * max(1.0, abs(room)):
+                    break
+            else:
+                total = float("inf")
+        out.append(total)
+    return out
 
 
 def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:

@@ -156,6 +156,9 @@ def run_search(
             entry = Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
             entries.append(entry)
             if prune and entry.memory_floor_bytes <= inputs.cap_bytes:
+                if _cannot_win(request, out, entry) and cfg.family in out.families:
+                    continue  # its floor reaches the incumbent: no heuristic (the exact
+                    # phase prunes it), unless its family still needs an alternative
                 quick = quick_partition(inputs, cfg.modes)
                 sc = Scored(quick, score(inputs, quick))
                 entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
@@ -235,6 +238,15 @@ def _visit(
         if sc is not None and sc.score.feasible:
             _offer(request, out, entry, sc)
     return res.solver_wall_s
+
+
+def _cannot_win(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
+    best = out.best
+    return (
+        request.objective == "time"
+        and best is not None
+        and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
+    )
 
 
 def _group_floors(

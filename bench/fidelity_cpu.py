@@ -156,6 +156,8 @@ class RunRow:
     load_average: list[float]  # 1-minute load average before each repeat (2 cores)
     busy_cores_before: list[float]  # cores busy (other work) in the second before each repeat
     contention_factor: float  # the profile's times were scaled by this (1: measured alone)
+    busy_cores_before_contention: float | None  # other work when the factor was measured
+    contention_note: str  # how the factor was measured (profiler.contention), "" if not
     links: dict[str, float]  # the ClusterSpec link figures planned with (empty: catalog)
     stages: list[StageRow]
 
@@ -184,18 +186,29 @@ def profile(
 
 
 def contention_matched(
-    prof: ModelProfile, ranks: int, *, arch: ModelArch = ARCH, micro_batch_size: int = MBS
+    prof: ModelProfile,
+    ranks: int,
+    *,
+    basis: str = "measured",
+    arch: ModelArch = ARCH,
+    micro_batch_size: int = MBS,
 ) -> ModelProfile:
-    """`prof` with its times scaled by the measured slowdown of `ranks` single-threaded
-    processes running the model's fw+bw together on this machine's cores."""
+    """`prof` with its times scaled by the slowdown of `ranks` single-threaded processes
+    running the model's fw+bw together on this machine's cores: measured in wall time
+    (`basis="measured"`), or processor sharing x the measured CPU-time ratio (`"model"`)."""
     torch.set_num_threads(1)
     source = ModelSource(name=arch.display_name, seq_length=prof.seq_length, arch=arch)
     c = measure_contention(source, copies=ranks, micro_batch_size=micro_batch_size)
-    return scale_profile(prof, c)
+    return scale_profile(prof, c, basis=basis)
 
 
 def _factor(prof: ModelProfile) -> float:
     return float(prof.notes.get("contention_factor", "1"))
+
+
+def _busy_note(prof: ModelProfile | None) -> float | None:
+    value = None if prof is None else prof.notes.get("busy_cores_before_contention")
+    return None if value is None else float(value)
 
 
 Links = dict[int, dict[str, float]]  # ranks -> ClusterSpec link fields measured with them
@@ -361,6 +374,8 @@ def compare(
         load_average=loads,
         busy_cores_before=busy_before or [],
         contention_factor=_factor(plan_profile) if plan_profile is not None else 1.0,
+        busy_cores_before_contention=_busy_note(plan_profile),
+        contention_note="" if plan_profile is None else plan_profile.notes.get("contention", ""),
         links=links or {},
         stages=rows,
     )
@@ -434,8 +449,8 @@ def print_table(rows: list[RunRow]) -> None:
             f"before {', '.join(str(x) for x in r.busy_cores_before)})"
         )
         print(
-            f"  profile    times x{r.contention_factor:.3f} (contention of {r.ranks} processes "
-            f"on {len(os.sched_getaffinity(0))} cores; 1 = measured alone)"
+            f"  profile    times x{r.contention_factor:.3f} "
+            f"({r.contention_note or 'the profile measured alone'})"
         )
         cpu = (
             ""
@@ -497,10 +512,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet-wait-s", type=float, default=60.0, help="default 60")
     p.add_argument(
         "--contention",
-        choices=("matched", "none"),
+        choices=("matched", "model", "none"),
         default="matched",
         help="matched (default): scale the profile's times for each rank count by the measured "
-        "slowdown of that many processes sharing this machine's cores; none: the profile alone",
+        "slowdown of that many processes sharing this machine's cores; model: by processor "
+        "sharing (ranks / cores) x their measured CPU-time ratio (blind to other work on the "
+        "host); none: the profile alone",
     )
     p.add_argument(
         "--reprofile",
@@ -521,13 +538,24 @@ def main(argv: list[str] | None = None) -> int:
     def matched(base: ModelProfile) -> Profiles:
         if a.contention == "none":
             return {n: base for n in (*rank_counts, 2, 4)}
-        return {n: contention_matched(base, n) for n in sorted({*rank_counts, 2, 4})}
+        out: Profiles = {}
+        for n in sorted({*rank_counts, 2, 4}):
+            busy = wait_quiet(a.quiet_below, a.quiet_wait_s)  # other work skews the factor
+            basis = "model" if a.contention == "model" else "measured"
+            scaled = contention_matched(base, n, basis=basis)
+            notes = {**scaled.notes, "busy_cores_before_contention": str(busy)}
+            out[n] = scaled.model_copy(update={"notes": notes})
+        return out
 
     profs = matched(prof)
     if not a.json:
         print(
             "profile times x "
-            + ", ".join(f"{_factor(p):.3f} ({n} ranks)" for n, p in sorted(profs.items()))
+            + ", ".join(
+                f"{_factor(p):.3f} ({n} ranks; cores busy before: "
+                f"{p.notes.get('busy_cores_before_contention', '-')})"
+                for n, p in sorted(profs.items())
+            )
         )
     rows: list[RunRow] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -606,14 +634,21 @@ def _progress(
 def markdown(rows: list[RunRow]) -> str:
     """The docs/runner.md table: one row per plan."""
     out = [
-        "| plan | profile × | step pred → meas (ms) | error | spread | busy / pred | bubble "
-        "pred → meas | activation error (stage) | peak error | load avg | cores busy before |",
+        "| plan | profile × (cores busy) | step pred → meas (ms) | error | spread | busy / pred "
+        "| bubble pred → meas | activation error (stage) | peak error | load avg "
+        "| cores busy before |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
             f"| {r.label} ({r.schedule} pp{r.pp} dp{r.dp} vpp{r.vpp} m{r.microbatches}) | "
-            f"{r.contention_factor:.2f} | {r.predicted_step_time_s * 1e3:.0f} → "
+            f"{r.contention_factor:.2f}"
+            + (
+                ""
+                if r.busy_cores_before_contention is None
+                else f" ({r.busy_cores_before_contention:.1f})"
+            )
+            + f" | {r.predicted_step_time_s * 1e3:.0f} → "
             f"{r.measured_step_time_s * 1e3:.0f} | {r.step_time_error:+.1%} | "
             f"{r.step_time_spread:.1%} | {r.compute_speed_ratio:.2f} | "
             f"{r.predicted_bubble:.3f} → {r.measured_bubble:.3f} | "

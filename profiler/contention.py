@@ -21,9 +21,16 @@ What is measured instead is throughput, over many slices:
 `factor`, the median of those ratios, is the slowdown of compute when `copies` processes
 compete for the cores (processor sharing: ~copies / cores when copies > cores, ~1 otherwise,
 plus what shared caches and memory bandwidth cost). `scale_profile` multiplies every time of
-a profile by it; bytes, FLOPs and counts are untouched. The model of the run this encodes: all
-R ranks compete for the cores all the time, which is an upper bound when the pipeline leaves
-ranks idle (bubbles, waits), as docs/runner.md ("Contention-matched profile") discusses.
+a profile by it; bytes, FLOPs and counts are untouched. Each phase also records the thread's
+CPU time per iteration: `cpu_factor` (shared / alone in CPU time) is what the copies cost each
+other through caches and memory bandwidth, and `model_factor = max(1, copies / cores) *
+cpu_factor` is the processor-sharing model of the same slowdown. It does not see other work on
+the host (which inflates `factor` only while it runs), so `scale_profile(..., basis="model")`
+is the choice on a host shared with work that will not be there during the run.
+
+The model of the run either encodes: all R ranks compete for the cores all the time, which is
+an upper bound when the pipeline leaves ranks idle (bubbles, waits), as docs/runner.md
+("Contention-matched profile") discusses.
 """
 
 from __future__ import annotations
@@ -54,14 +61,22 @@ class Contention:
     shared_s: float  # the same with `copies - 1` other processes running it (median)
     factor: float  # median over shared phases of shared / (mean of the alone phases around it)
     ratios: tuple[float, ...] = ()  # each shared phase's ratio
+    # Thread CPU time per iteration shared / alone (median over phases): what sharing caches
+    # and memory bandwidth costs, blind to time slicing and so to other work on the host.
+    cpu_factor: float = 1.0
+    # Processor sharing of `copies` CPU-bound processes on `cores` cores, times cpu_factor: the
+    # slowdown the run's own ranks cause, without the host's other work at measuring time.
+    model_factor: float = 1.0
 
     def note(self) -> str:
         return (
-            f"times x{self.factor:.3f}: {self.copies} processes on {self.cores} cores, "
+            f"{self.copies} processes on {self.cores} cores: measured x{self.factor:.3f}, "
             f"fw+bw of every layer {self.shared_s * 1e3:.2f} ms shared vs "
             f"{self.alone_s * 1e3:.2f} ms alone ({self.alone_before_s * 1e3:.2f} first, "
             f"{self.alone_after_s * 1e3:.2f} last); ratios "
             + ", ".join(f"{r:.3f}" for r in self.ratios)
+            + f"; in CPU time x{self.cpu_factor:.3f}, processor-sharing model "
+            f"x{self.model_factor:.3f}"
         )
 
 
@@ -89,15 +104,16 @@ def _workload(
     return run
 
 
-def _time_per_iter(run: Callable[[], None], duration_s: float) -> float:
+def _time_per_iter(run: Callable[[], None], duration_s: float) -> tuple[float, float]:
+    """Wall and thread CPU seconds per iteration of `run`, over at least `duration_s`."""
     run()  # warm-up
-    n, t0 = 0, time.perf_counter()
+    n, t0, c0 = 0, time.perf_counter(), time.thread_time()
     while True:
         run()
         n += 1
         elapsed = time.perf_counter() - t0
         if elapsed >= duration_s and n >= 3:
-            return elapsed / n
+            return elapsed / n, (time.thread_time() - c0) / n
 
 
 def _load(
@@ -149,7 +165,7 @@ def measure_contention(
     run = _workload(source, **kwargs)  # type: ignore[arg-type]
     cores = len(os.sched_getaffinity(0))
     alone = [_time_per_iter(run, duration_s)]
-    shared: list[float] = []
+    shared: list[tuple[float, float]] = []
     if copies > 1:
         ctx = mp.get_context("spawn")
         ready = ctx.Barrier(copies)
@@ -179,16 +195,20 @@ def measure_contention(
                 if p.is_alive():
                     p.kill()
                     p.join()
-    ratios = tuple(s / ((alone[i] + alone[i + 1]) / 2) for i, s in enumerate(shared))
+    ratios = tuple(s / ((alone[i][0] + alone[i + 1][0]) / 2) for i, (s, _) in enumerate(shared))
+    cpu = tuple(c / ((alone[i][1] + alone[i + 1][1]) / 2) for i, (_, c) in enumerate(shared))
+    cpu_factor = statistics.median(cpu) if cpu else 1.0
     return Contention(
         copies=copies,
         cores=cores,
-        alone_s=statistics.median(alone),
-        alone_before_s=alone[0],
-        alone_after_s=alone[-1],
-        shared_s=statistics.median(shared) if shared else alone[0],
+        alone_s=statistics.median(a for a, _ in alone),
+        alone_before_s=alone[0][0],
+        alone_after_s=alone[-1][0],
+        shared_s=statistics.median(s for s, _ in shared) if shared else alone[0][0],
         factor=statistics.median(ratios) if ratios else 1.0,
         ratios=ratios,
+        cpu_factor=cpu_factor,
+        model_factor=max(1.0, copies / cores) * cpu_factor,
     )
 
 
@@ -204,17 +224,23 @@ def _scale_cost(c: LayerCost, k: float) -> LayerCost:
     )
 
 
-def scale_profile(profile: ModelProfile, contention: Contention) -> ModelProfile:
-    """The profile with every time multiplied by `contention.factor` (a note says so)."""
-    k = contention.factor
+def scale_profile(
+    profile: ModelProfile, contention: Contention, *, basis: str = "measured"
+) -> ModelProfile:
+    """The profile with every time multiplied by `contention.factor` (`basis="measured"`) or
+    `contention.model_factor` (`basis="model"`); the notes say which and by how much."""
+    if basis not in ("measured", "model"):
+        raise ValueError(f"basis={basis!r} is not 'measured' or 'model'")
+    k = contention.factor if basis == "measured" else contention.model_factor
     points = tuple(
         p.model_copy(update={"kinds": {kind: _scale_cost(c, k) for kind, c in p.kinds.items()}})
         for p in profile.points
     )
     notes = {
         **profile.notes,
-        "contention": contention.note(),
+        "contention": f"times x{k:.3f} ({basis}); {contention.note()}",
         "contention_factor": repr(k),
         "contention_copies": str(contention.copies),
+        "contention_basis": basis,
     }
     return profile.model_copy(update={"points": points, "notes": notes})

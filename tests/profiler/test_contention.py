@@ -7,6 +7,7 @@ import json
 import multiprocessing as mp
 import os
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_scale_profile_multiplies_every_time_and_nothing_else() -> None:
     scaled = scale_profile(prof, c)
     assert scaled.notes["contention_copies"] == "4"
     assert float(scaled.notes["contention_factor"]) == 2.5
-    assert "4 processes on 2 cores" in scaled.notes["contention"]
+    assert scaled.notes["contention"].startswith("times x2.500 (measured); 4 processes on 2 cores")
     assert scaled.layers == prof.layers and scaled.arch == prof.arch
     for p, q in zip(prof.points, scaled.points, strict=True):
         assert (p.micro_batch_size, p.tp) == (q.micro_batch_size, q.tp)
@@ -60,6 +61,14 @@ def test_scale_profile_multiplies_every_time_and_nothing_else() -> None:
             )  # fmt: skip
     # round-trips through the schema (a profile a plan request can carry)
     assert ModelProfile.model_validate_json(scaled.model_dump_json()) == scaled
+    assert scaled.notes["contention_basis"] == "measured"
+    modelled = scale_profile(prof, replace(c, model_factor=2.0), basis="model")
+    assert float(modelled.notes["contention_factor"]) == 2.0
+    assert modelled.notes["contention_basis"] == "model"
+    cost, new = prof.points[0].kinds["decoder"], modelled.points[0].kinds["decoder"]
+    assert new.fw_s == pytest.approx(2.0 * cost.fw_s)
+    with pytest.raises(ValueError, match="basis='wall' is not"):
+        scale_profile(prof, c, basis="wall")
 
 
 def test_measure_contention_runs_the_copies_and_stops_them() -> None:
@@ -68,6 +77,8 @@ def test_measure_contention_runs_the_copies_and_stops_them() -> None:
     assert c.alone_before_s > 0 and c.alone_after_s > 0 and c.shared_s > 0
     assert len(c.ratios) == 3 and all(r > 0 for r in c.ratios)
     assert c.factor == statistics.median(c.ratios)
+    assert c.cpu_factor > 0
+    assert c.model_factor == pytest.approx(max(1.0, 2 / c.cores) * c.cpu_factor)
     assert "2 processes on" in c.note() and f"{c.ratios[0]:.3f}" in c.note()
     assert mp.active_children() == []  # the competing processes are gone
     alone = measure_contention(_source(), copies=1, duration_s=0.1)

@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +56,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.fidelity_report import (  # noqa: E402
+    RunRow,
+    compare,
+    factor_of,
+    markdown,
+    print_table,
+    progress,
+    summary,
+)
 from planner.cost import fixed_plan  # noqa: E402
 from planner.plan import Plan  # noqa: E402
 from planner.runreport import RunReport  # noqa: E402
@@ -112,56 +120,6 @@ CONFIGS = (
 )
 
 
-@dataclass(frozen=True)
-class StageRow:
-    stage: int
-    rank: int
-    predicted_busy_s: float  # the stage's rank, per step (simulator)
-    measured_busy_s: float
-    busy_error: float
-    predicted_activation_bytes: float
-    measured_activation_bytes: float
-    activation_error: float
-    predicted_peak_bytes: float
-    measured_peak_bytes: float
-    peak_error: float
-
-
-@dataclass(frozen=True)
-class RunRow:
-    label: str
-    ranks: int
-    schedule: str
-    pp: int
-    dp: int
-    tp: int
-    vpp: int
-    microbatches: int
-    predicted_step_time_s: float
-    measured_step_time_s: float
-    step_time_error: float
-    step_time_spread: float  # (max - min) / median over repeats
-    compute_speed_ratio: float  # sum of measured busy / sum of predicted busy, over ranks
-    compute_cpu_ratio: float | None  # the same with the busy calls' thread CPU time
-    contention: float | None  # busy wall time / busy CPU time: slowdown by other processes
-    step_time_error_speed_adjusted: float  # vs the prediction x compute_speed_ratio
-    repeat_step_times_s: list[float]
-    predicted_bubble: float
-    measured_bubble: float
-    bubble_error: float | None  # relative; None when the predicted bubble is 0 (pp = 1)
-    bubble_error_abs: float  # measured - predicted, both fractions of the pipeline time
-    memory_error: float
-    worst_stage: int
-    peak_memory_error: float
-    load_average: list[float]  # 1-minute load average before each repeat (2 cores)
-    busy_cores_before: list[float]  # cores busy (other work) in the second before each repeat
-    contention_factor: float  # the profile's times were scaled by this (1: measured alone)
-    busy_cores_before_contention: float | None  # other work when the factor was measured
-    contention_note: str  # how the factor was measured (profiler.contention), "" if not
-    links: dict[str, float]  # the ClusterSpec link figures planned with (empty: catalog)
-    stages: list[StageRow]
-
-
 def profile(
     repeats: int,
     *,
@@ -200,15 +158,6 @@ def contention_matched(
     source = ModelSource(name=arch.display_name, seq_length=prof.seq_length, arch=arch)
     c = measure_contention(source, copies=ranks, micro_batch_size=micro_batch_size)
     return scale_profile(prof, c, basis=basis)
-
-
-def _factor(prof: ModelProfile) -> float:
-    return float(prof.notes.get("contention_factor", "1"))
-
-
-def _busy_note(prof: ModelProfile | None) -> float | None:
-    value = None if prof is None else prof.notes.get("busy_cores_before_contention")
-    return None if value is None else float(value)
 
 
 Links = dict[int, dict[str, float]]  # ranks -> ClusterSpec link fields measured with them
@@ -293,94 +242,6 @@ def wait_quiet(below: float | None, max_wait_s: float) -> float:
     return busy
 
 
-def _rel(measured: float, predicted: float) -> float:
-    return (measured - predicted) / predicted if predicted else float("nan")
-
-
-def compare(
-    label: str,
-    plan: Plan,
-    reports: list[RunReport],
-    loads: list[float],
-    links: dict[str, float] | None = None,
-    plan_profile: ModelProfile | None = None,
-    busy_before: list[float] | None = None,
-) -> RunRow:
-    """Measured against predicted; `plan_profile` is the profile the plan was made from."""
-    pred = plan.prediction
-    rank_busy = {r.rank: r.busy_s for r in pred.ranks}
-    steps = [r.step_time_s for r in reports]
-    step = statistics.median(steps)
-    bubble = statistics.median(r.bubble_fraction for r in reports)
-    rank_total = {r.rank: r.total_bytes for r in pred.ranks}
-    rows: list[StageRow] = []
-    for sp in pred.stages:
-        act = statistics.median(r.stages[sp.stage].activation_bytes for r in reports)
-        peak = statistics.median(r.stages[sp.stage].peak_memory_bytes for r in reports)
-        busy = statistics.median(r.stages[sp.stage].busy_s for r in reports)
-        rows.append(
-            StageRow(
-                stage=sp.stage,
-                rank=sp.rank,
-                predicted_busy_s=rank_busy[sp.rank],
-                measured_busy_s=busy,
-                busy_error=_rel(busy, rank_busy[sp.rank]),
-                predicted_activation_bytes=sp.activation_bytes,
-                measured_activation_bytes=act,
-                activation_error=_rel(act, sp.activation_bytes),
-                predicted_peak_bytes=rank_total[sp.rank],
-                measured_peak_bytes=peak,
-                peak_error=_rel(peak, rank_total[sp.rank]),
-            )
-        )
-    speed = sum(
-        statistics.median(r.stages[sp.stage].busy_s for r in reports)
-        for sp in pred.stages
-        if sp.stage == min(x.stage for x in pred.stages if x.rank == sp.rank)
-    ) / sum(r.busy_s for r in pred.ranks)
-    cpu_notes = [r.notes.get("busy_cpu_s") for r in reports]
-    cpu_ratio = contention = None
-    if all(cpu_notes):
-        cpu_busy = statistics.median(sum(float(x) for x in n.split(",")) for n in cpu_notes if n)
-        cpu_ratio = cpu_busy / sum(r.busy_s for r in pred.ranks)
-        contention = speed / cpu_ratio if cpu_ratio else None
-    worst = max(rows, key=lambda r: abs(r.activation_error))
-    worst_peak = max(rows, key=lambda r: abs(r.peak_error))
-    return RunRow(
-        label=label,
-        ranks=plan.num_gpus,
-        schedule=plan.schedule,
-        pp=plan.pp,
-        dp=plan.dp,
-        tp=plan.tp,
-        vpp=plan.vpp,
-        microbatches=plan.num_microbatches,
-        predicted_step_time_s=pred.step_time_s,
-        measured_step_time_s=step,
-        step_time_error=_rel(step, pred.step_time_s),
-        step_time_spread=(max(steps) - min(steps)) / step,
-        compute_speed_ratio=speed,
-        compute_cpu_ratio=cpu_ratio,
-        contention=contention,
-        step_time_error_speed_adjusted=_rel(step, pred.step_time_s * speed),
-        repeat_step_times_s=steps,
-        predicted_bubble=pred.bubble_fraction,
-        measured_bubble=bubble,
-        bubble_error=_rel(bubble, pred.bubble_fraction) if pred.bubble_fraction > 0 else None,
-        bubble_error_abs=bubble - pred.bubble_fraction,
-        memory_error=worst.activation_error,
-        worst_stage=worst.stage,
-        peak_memory_error=worst_peak.peak_error,
-        load_average=loads,
-        busy_cores_before=busy_before or [],
-        contention_factor=_factor(plan_profile) if plan_profile is not None else 1.0,
-        busy_cores_before_contention=_busy_note(plan_profile),
-        contention_note="" if plan_profile is None else plan_profile.notes.get("contention", ""),
-        links=links or {},
-        stages=rows,
-    )
-
-
 Profiles = dict[int, ModelProfile]  # ranks -> the profile plans of that many ranks use
 
 
@@ -431,57 +292,6 @@ def searched_plans(profs: Profiles, links: Links) -> list[tuple[str, Plan]]:
         result = search(req)
         out.append((f"{ranks} ranks: searched", result.plan))
     return out
-
-
-def _mib(x: float) -> str:
-    return f"{x / 2**20:7.2f}"
-
-
-def print_table(rows: list[RunRow]) -> None:
-    for r in rows:
-        print(f"\n{r.label}  ({r.schedule}, pp={r.pp} dp={r.dp} vpp={r.vpp}, m={r.microbatches})")
-        print(
-            f"  step time  predicted {r.predicted_step_time_s * 1e3:8.1f} ms  measured "
-            f"{r.measured_step_time_s * 1e3:8.1f} ms  error {r.step_time_error:+7.1%}  "
-            f"(spread over repeats {r.step_time_spread:.1%}: "
-            + ", ".join(f"{t * 1e3:.0f}" for t in r.repeat_step_times_s)
-            + f" ms; load average {', '.join(str(x) for x in r.load_average)}; cores busy "
-            f"before {', '.join(str(x) for x in r.busy_cores_before)})"
-        )
-        print(
-            f"  profile    times x{r.contention_factor:.3f} "
-            f"({r.contention_note or 'the profile measured alone'})"
-        )
-        cpu = (
-            ""
-            if r.compute_cpu_ratio is None
-            else (
-                f" (in thread CPU time {r.compute_cpu_ratio:.2f}: other processes slowed compute "
-                f"x{r.contention:.2f})"
-            )
-        )
-        print(
-            f"  compute    measured busy / predicted busy {r.compute_speed_ratio:.2f}{cpu}; step "
-            f"time error at the measured compute speed {r.step_time_error_speed_adjusted:+.1%}"
-        )
-        print(
-            f"  bubble     predicted {r.predicted_bubble:8.3f}     measured "
-            f"{r.measured_bubble:8.3f}     error {r.bubble_error_abs:+7.3f} (absolute), "
-            + ("n/a (relative)" if r.bubble_error is None else f"{r.bubble_error:+.1%} (relative)")
-        )
-        print(
-            "  stage rank  busy pred ms  busy meas ms   error  act pred MiB  act meas MiB   error"
-            "   peak pred MiB  peak meas MiB  error"
-        )
-        for s in r.stages:
-            print(
-                f"  {s.stage:5d} {s.rank:4d}  {s.predicted_busy_s * 1e3:12.1f} "
-                f"{s.measured_busy_s * 1e3:13.1f} {s.busy_error:+7.1%} "
-                f"{_mib(s.predicted_activation_bytes):>13s} "
-                f"{_mib(s.measured_activation_bytes):>13s} {s.activation_error:+7.1%} "
-                f"{_mib(s.predicted_peak_bytes):>15s} {_mib(s.measured_peak_bytes):>14s} "
-                f"{s.peak_error:+7.1%}"
-            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -552,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "profile times x "
             + ", ".join(
-                f"{_factor(p):.3f} ({n} ranks; cores busy before: "
+                f"{factor_of(p):.3f} ({n} ranks; cores busy before: "
                 f"{p.notes.get('busy_cores_before_contention', '-')})"
                 for n, p in sorted(profs.items())
             )
@@ -587,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                 work.mkdir()
                 rep = run_plan(plan, work, steps=a.steps, warmup=a.warmup)
                 reports[i].append(rep)
-                _progress(k, a.repeats, label, plan, rep, loads[i][-1], busy[i][-1])
+                progress(k, a.repeats, label, plan, rep, loads[i][-1], busy[i][-1])
         for i, (label, plan, plan_prof) in enumerate(chosen):
             rows.append(
                 compare(
@@ -601,76 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps([asdict(r) for r in rows], indent=2))
     else:
-        _summary(rows)
+        summary(rows)
     return 0
-
-
-def _progress(
-    k: int, repeats: int, label: str, plan: Plan, rep: RunReport, load: float, busy: float
-) -> None:
-    """One line per run on stderr: predicted vs measured step time, bubble and the worst
-    stage's saved-activation bytes, each with its signed relative error."""
-    pred = plan.prediction
-    acts = [
-        (_rel(rep.stages[sp.stage].activation_bytes, sp.activation_bytes), sp.stage)
-        for sp in pred.stages
-    ]
-    act_err, stage = max(acts, key=lambda x: abs(x[0]))
-    bub = (
-        f"{_rel(rep.bubble_fraction, pred.bubble_fraction):+.1%}"
-        if pred.bubble_fraction > 0
-        else "n/a"
-    )
-    print(
-        f"[{k + 1}/{repeats}] {label}: step {pred.step_time_s * 1e3:.1f} -> "
-        f"{rep.step_time_s * 1e3:.1f} ms ({_rel(rep.step_time_s, pred.step_time_s):+.1%}), "
-        f"bubble {pred.bubble_fraction:.3f} -> {rep.bubble_fraction:.3f} ({bub}), "
-        f"activations worst stage {stage} {act_err:+.2%}; load {load}, cores busy before {busy}",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
-def markdown(rows: list[RunRow]) -> str:
-    """The docs/runner.md table: one row per plan."""
-    out = [
-        "| plan | profile × (cores busy) | step pred → meas (ms) | error | spread | busy / pred "
-        "| bubble pred → meas | activation error (stage) | peak error | load avg "
-        "| cores busy before |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        out.append(
-            f"| {r.label} ({r.schedule} pp{r.pp} dp{r.dp} vpp{r.vpp} m{r.microbatches}) | "
-            f"{r.contention_factor:.2f}"
-            + (
-                ""
-                if r.busy_cores_before_contention is None
-                else f" ({r.busy_cores_before_contention:.1f})"
-            )
-            + f" | {r.predicted_step_time_s * 1e3:.0f} → "
-            f"{r.measured_step_time_s * 1e3:.0f} | {r.step_time_error:+.1%} | "
-            f"{r.step_time_spread:.1%} | {r.compute_speed_ratio:.2f} | "
-            f"{r.predicted_bubble:.3f} → {r.measured_bubble:.3f} | "
-            f"{r.memory_error:+.2%} ({r.worst_stage}) | {r.peak_memory_error:+.1%} | "
-            f"{', '.join(f'{x:.1f}' for x in r.load_average)} | "
-            f"{', '.join(f'{x:.1f}' for x in r.busy_cores_before)} |"
-        )
-    return "\n".join(out).replace("%", " %") + "\n"
-
-
-def _summary(rows: list[RunRow]) -> None:
-    print(
-        "\nsummary: label, profile contention factor, step error, spread, busy ratio, step error "
-        "at measured speed, bubble error, worst activation error"
-    )
-    for r in rows:
-        print(
-            f"  {r.label:36s} x{r.contention_factor:4.2f} {r.step_time_error:+7.1%}  "
-            f"±{r.step_time_spread:5.1%}  "
-            f"x{r.compute_speed_ratio:4.2f}  {r.step_time_error_speed_adjusted:+7.1%}  "
-            f"{r.bubble_error_abs:+6.3f}  {r.memory_error:+6.1%} (stage {r.worst_stage})"
-        )
 
 
 if __name__ == "__main__":

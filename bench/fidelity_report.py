@@ -216,14 +216,15 @@ def print_table(rows: list[RunRow]) -> None:
 def progress(
     k: int, repeats: int, label: str, plan: Plan, rep: RunReport, load: float, busy: float
 ) -> None:
-    """One line per run on stderr: predicted vs measured step time, bubble and the worst
-    stage's saved-activation bytes, each with its signed relative error."""
+    """One line per run on stderr: predicted vs measured step time, bubble and each stage's
+    saved-activation bytes (MiB), each with its signed relative error."""
     pred = plan.prediction
-    acts = [
-        (_rel(rep.stages[sp.stage].activation_bytes, sp.activation_bytes), sp.stage)
+    acts = " ".join(
+        f"{sp.stage}: {sp.activation_bytes / 2**20:.2f}->"
+        f"{rep.stages[sp.stage].activation_bytes / 2**20:.2f} "
+        f"({_rel(rep.stages[sp.stage].activation_bytes, sp.activation_bytes):+.2%})"
         for sp in pred.stages
-    ]
-    act_err, stage = max(acts, key=lambda x: abs(x[0]))
+    )
     bub = (
         f"{_rel(rep.bubble_fraction, pred.bubble_fraction):+.1%}"
         if pred.bubble_fraction > 0
@@ -233,7 +234,7 @@ def progress(
         f"[{k + 1}/{repeats}] {label}: step {pred.step_time_s * 1e3:.1f} -> "
         f"{rep.step_time_s * 1e3:.1f} ms ({_rel(rep.step_time_s, pred.step_time_s):+.1%}), "
         f"bubble {pred.bubble_fraction:.3f} -> {rep.bubble_fraction:.3f} ({bub}), "
-        f"activations worst stage {stage} {act_err:+.2%}; load {load}, cores busy before {busy}",
+        f"activations MiB by stage {acts}; load {load}, cores busy before {busy}",
         file=sys.stderr,
         flush=True,
     )

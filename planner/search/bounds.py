@@ -18,9 +18,10 @@ turn). The post term adds at least the average per-rank DP sync + optimizer time
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from planner.cost import MODE_INDEX, PartitionInputs
@@ -80,15 +81,20 @@ def integer_rank_floors_s(
     extra recompute time that lets D middle layers fit rank r's memory (see _whole_layers).
     Each is at least its minimum over integer D (given the constraints), found exactly by
     water-filling one layer at a time onto the rank whose maximum grows least (optimal for a
-    max of nondecreasing functions with unit steps). Without `per_stage` (valid for every vpp
-    and schedule that keeps the end layers' ranks) the lower bounds and R are 0."""
+    max of nondecreasing functions with unit steps). Each rank's busy floor also waits for the
+    forward chain that reaches it (group_fill_s). Without `per_stage` (valid for every schedule
+    and vpp of the group: it depends on the layers, pp, m and whether the schedule is zbv) the
+    lower bounds are 0 and R uses the in-flight counts of group_inflight."""
     wl = _whole_layers(inputs, per_stage=per_stage)
     if wl is None:
         return None
     m = inputs.num_microbatches
+    fill = group_fill_s(inputs)
     busy = _water_fill(
         [
-            _envelope([m * (wl.e[r] + wl.a * (wl.lo[r] + x) + wl.extra[r][x]) for x in wl.xs])
+            _envelope(
+                [fill[r] + m * (wl.e[r] + wl.a * (wl.lo[r] + x) + wl.extra[r][x]) for x in wl.xs]
+            )
             for r in range(inputs.pp)
         ],
         wl.free,
@@ -148,6 +154,10 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     if per_stage and same_bytes:
         for r in range(pp):
             extra[r] = _recompute_curve(inputs, r, lo[r], free)
+    elif same_bytes:  # group floor: the in-flight counts every schedule of the group reaches
+        least = replace(inputs, inflight=group_inflight(inputs))
+        for r in range(pp):
+            extra[r] = _recompute_curve(least, r, 0, free)
     return _Whole(f + bi + w, p, e, q, lo, free, xs, extra)
 
 
@@ -197,7 +207,22 @@ def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> 
                 cost = max(0.0, c1 - c0)
                 segments.append((cost / saved, saved, cost, n))
     segments.sort()
+    return list(_greedy_curve(need0, per_free, tuple(segments), free, extra_layers, room))
+
+
+@lru_cache(maxsize=4096)
+def _greedy_curve(
+    need0: float,
+    per_free: float,
+    segments: tuple[tuple[float, float, float, int], ...],
+    free: int,
+    extra_layers: int,
+    room: float,
+) -> tuple[float, ...]:
+    """_recompute_curve's greedy, per x (cached: ranks of one configuration, and the groups of
+    a search, often share every argument)."""
     out = []
+    tol = 1e-9 * max(1.0, abs(room))
     for x in range(free + 1):
         count_free = x + extra_layers
         need = need0 + count_free * per_free
@@ -208,12 +233,12 @@ def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> 
                 take = min(cap, need / saved)
                 total += take * cost
                 need -= take * saved
-                if need <= 1e-9 * max(1.0, abs(room)):
+                if need <= tol:
                     break
             else:
                 total = float("inf")
         out.append(total)
-    return out
+    return tuple(out)
 
 
 def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -233,10 +258,43 @@ def _water_fill(levels: list[list[float]], total: int) -> float:
     """min over integer x >= 0, sum x = total, of max_r levels[r][x_r] (each nondecreasing):
     the `total` smallest steps of the merged sequences, taken greedily."""
     x = [0] * len(levels)
+    heap = [(lv[1], r) for r, lv in enumerate(levels) if len(lv) > 1]
+    heapq.heapify(heap)  # ties go to the lowest rank, as a scan in rank order would
     for _ in range(total):
-        r = min(range(len(levels)), key=lambda q: levels[q][x[q] + 1])
+        _, r = heapq.heappop(heap)
         x[r] += 1
+        if x[r] + 1 < len(levels[r]):
+            heapq.heappush(heap, (levels[r][x[r] + 1], r))
     return max(levels[r][x[r]] for r in range(len(levels)))
+
+
+def group_inflight(inputs: PartitionInputs) -> tuple[int, ...]:
+    """Per stage: a lower bound of the peak in-flight micro-batches of *every* stage on the same
+    rank, for every schedule and vpp of the configuration's group (closed form, no schedule is
+    generated). Non-zbv schedules (gpipe, 1f1b, zb-h1, interleaved-1f1b at any vpp): rank r
+    runs min(m, pp - r) forwards before its first backward on each of its stages' chunks
+    (torch's warm-up: pp - r - 1 forwards, then one more before the first backward; gpipe runs
+    all m), so each of its stages holds at least min(m, pp - r). zbv: the second chunk of rank r
+    (stage 2 pp - 1 - r) holds min(m, r + 1), the first chunk at least as many. Checked against
+    planner.schedules.peak_inflight (tests/planner/search/test_group_floor.py)."""
+    m, pp = inputs.num_microbatches, inputs.pp
+    if inputs.schedule == "zbv":
+        return tuple(min(m, r + 1) for r in inputs.stage_rank)
+    return tuple(min(m, pp - r) for r in inputs.stage_rank)
+
+
+def group_fill_s(inputs: PartitionInputs) -> list[float]:
+    """Per rank r: a lower bound of the time before r's first action, for every schedule and
+    vpp of the group. Every stage of rank r is stage r or later (interleaved: r + k pp; zbv: r
+    and 2 pp - 1 - r), so each of its actions depends on some micro-batch's forward through
+    stages 0 .. r - 1, which sit on ranks 0 .. r - 1: stage 0 holds the first layer and each
+    of stages 1 .. r - 1 (< S - 1) at least one middle layer. The makespan is a longest path
+    (planner.schedules.simulate), so it is >= that forward chain + rank r's busy time; p2p
+    times (>= 0) are left out."""
+    if inputs.num_layers < 3:
+        return [0.0] * inputs.pp
+    f0, fm = inputs.fw_s[0], min(inputs.fw_s[1:-1])
+    return [0.0] + [f0 + (r - 1) * fm for r in range(1, inputs.pp)]
 
 
 def group_memory_floor_bytes(inputs: PartitionInputs) -> float:

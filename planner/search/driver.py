@@ -119,13 +119,50 @@ def run_search(
         ),
     )
     limit = request.search.time_limit_s
-    for done, members in enumerate(ordered):
+    pending = ordered
+    share = SWEEP_SHARE * limit
+    while True:
+        first_new = len(out.entries)
+        pending = _sweep(request, out, src, pending, prune, len(ordered), on_progress, share)
+        if prune and request.objective == "time":
+            _mark_dominated(out.entries)
+        # Exact phase: the most promising configurations first (by their heuristic step time);
+        # the floors still decide what is pruned, so the order only affects speed.
+        fresh = out.entries[first_new:]
+        for entry in sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s)):
+            solver_s += _visit(request, out, entry, split, num_layers, lambda: limit - elapsed())
+        if not pending or elapsed() >= limit:
+            break
+        # Time is left: sweep the groups the share cut off (the incumbent now prunes most of
+        # them), again leaving part of what is left to their exact phase.
+        share = elapsed() + SWEEP_SHARE * (limit - elapsed()) * 2
+    if pending:
+        out.status = "FEASIBLE"
+        out.skipped += sum(len(ms) for ms in pending)
+    if on_progress is not None:
+        on_progress(1.0)
+    out.elapsed_s = elapsed()
+    return out
+
+
+def _sweep(
+    request: PlanRequest,
+    out: Outcome,
+    src: CostSource,
+    groups: list[list[Config]],
+    prune: bool,
+    total: int,
+    on_progress: Callable[[float], None] | None,
+    share_s: float,
+) -> list[list[Config]]:
+    """Floors per group, then PartitionInputs, floors and a heuristic per configuration of each
+    surviving group, until `share_s` of elapsed time (once an incumbent exists). Returns the
+    groups not reached."""
+    for done, members in enumerate(groups):
         if on_progress is not None:
-            on_progress(done / max(1, len(ordered)))
-        if out.best is not None and elapsed() >= SWEEP_SHARE * limit:
-            out.status = "FEASIBLE"
-            out.skipped += len(members)
-            continue
+            on_progress((total - len(groups) + done) / max(1, total))
+        if out.best is not None and out.now() >= share_s:
+            return groups[done:]
         floors = _group_floors(request, src, members)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
@@ -164,16 +201,7 @@ def run_search(
                 entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
                 _offer(request, out, entry, sc)
         out.entries.extend(entries)
-    if prune and request.objective == "time":
-        _mark_dominated(out.entries)
-    # Exact phase: the most promising configurations first (by their heuristic step time);
-    # the floors still decide what is pruned, so the order only affects speed.
-    for entry in sorted(out.entries, key=lambda e: (e.estimate_s, e.time_floor_s)):
-        solver_s += _visit(request, out, entry, split, num_layers, lambda: limit - elapsed())
-    if on_progress is not None:
-        on_progress(1.0)
-    out.elapsed_s = elapsed()
-    return out
+    return []
 
 
 def _visit(
@@ -332,7 +360,7 @@ def _mark_dominated(entries: list[Entry]) -> None:
     for group in buckets.values():
         for i, e in enumerate(group):
             for j, other in enumerate(group):
-                if i == j or other.verdict == "dominated" or e.verdict == "dominated":
+                if i == j or other.verdict == "dominated" or e.verdict != "pending":
                     continue
                 if _dominates(other.inputs, e.inputs):
                     e.verdict = "dominated"

@@ -30,6 +30,7 @@ from typing import Literal
 from planner.cost import PartitionScore
 from planner.cost.partition import PartitionInputs
 from planner.search.bounds import cut_floor_s
+from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, rank_chain, through_rank_paths
@@ -119,6 +120,9 @@ def solve_config(
 
     for known in scored_hints:
         consider(known.partition, known)
+    if split == "any" and result.best is not None:
+        for better in _descend(inputs, result.best, modes):
+            consider(better.partition, better)
     limit = _bound(bound_s, result.best)
     if limit is not None and _cut_settles(inputs, seeds, limit):
         result.status = _settled(result, bound_s)
@@ -201,3 +205,32 @@ def _neighbours(part: Partition) -> list[Partition]:
             if b[s - 1] < v < b[s + 1]:
                 out.append(Partition((*b[:s], v, *b[s + 1 :]), part.modes))
     return out
+
+
+def _descend(
+    inputs: PartitionInputs, start: Scored, modes: tuple[RecomputeMode, ...], rounds: int = 24
+) -> list[Scored]:
+    """Hill climbing on the stage split (a heuristic, for a better incumbent and hint: the
+    optimum often splits layers unevenly inside a rank, which no balanced split finds): move
+    one boundary by one layer, re-pick the recompute modes for the cap (hints.repaired), keep
+    the best strict improvement; repeat. Returns the partitions it moved through."""
+    path: list[Scored] = []
+    cur = start
+    seen = {start.partition.bounds}
+    for _ in range(rounds):
+        step: Scored | None = None
+        for near in _neighbours(cur.partition):
+            if near.bounds in seen:
+                continue
+            seen.add(near.bounds)
+            part = repaired(inputs, near.bounds, modes)
+            sc = Scored(part, score(inputs, part))
+            if sc.score.feasible and sc.score.step_time_s < (
+                step.score.step_time_s if step is not None else cur.score.step_time_s
+            ):
+                step = sc
+        if step is None:
+            break
+        cur = step
+        path.append(cur)
+    return path

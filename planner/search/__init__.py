@@ -9,7 +9,6 @@ planner.search.model); `"mode": "exhaustive"` brute-forces the same space instea
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Callable
 
@@ -85,14 +84,6 @@ def search(
     return PlanResult(plan=plan, alternatives=alternatives, search=stats)
 
 
-def _model_hash(request: PlanRequest) -> str:
-    profile = request.profile
-    if profile is not None:
-        return profile.model_hash
-    raw = request.model.model_dump_json().encode()
-    return hashlib.sha256(raw).hexdigest()[:16]
-
-
 def _plan(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, with_why: bool) -> Plan:
     cfg = entry.config
     modes = Counter(sc.partition.modes)
@@ -110,25 +101,5 @@ def _plan(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, with_
         stages=sc.partition.stage_specs(),
     )
     prediction = evaluate(request, candidate, source=out.source)
-    return Plan(
-        model_name=request.model_name,
-        model_hash=_model_hash(request),
-        arch=request.arch,
-        gpu=request.cluster.gpu,
-        num_gpus=request.cluster.num_gpus,
-        tp=cfg.tp,
-        pp=cfg.pp,
-        dp=cfg.dp,
-        vpp=cfg.vpp,
-        schedule=cfg.schedule,
-        micro_batch_size=cfg.micro_batch_size,
-        num_microbatches=cfg.num_microbatches,
-        global_batch_size=request.training.global_batch_size,
-        seq_length=request.training.seq_length,
-        zero_stage=cfg.zero_stage,
-        sequence_parallel=cfg.sequence_parallel,
-        recompute=top,
-        stages=candidate.stages or (),
-        prediction=prediction,
-        why=why(request, out, entry, sc) if with_why else (),
-    )
+    reasons = why(request, out, entry, sc) if with_why else ()
+    return Plan.build(request, candidate, prediction, why=reasons)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU fidelity on ONE GPU, sized for under 5 minutes on an H100/H200: a GPT block stack in bf16,
 # pp=1 (tp=1, dp=1) with recompute none / selective / full. For each variant: profile on the GPU
-# (profiler.layer_profiler), predict with the cost model (bench/fixed_plan.py on the
+# (profiler.layer_profiler), predict with the cost model (planner.cost.fixed_plan on the
 # catalog GPU), run the plan with torchrun (profiler.run_plan, CUDA events, max_memory_allocated)
 # and print predicted vs measured step time, activation bytes and peak memory.
 #
@@ -47,7 +47,7 @@ from fidelity_cpu import profile, request_for  # noqa: E402
 
 from planner.specs.model import ModelArch  # noqa: E402
 from planner.specs.request import Candidate  # noqa: E402
-from bench.fixed_plan import fixed_plan  # noqa: E402
+from planner.cost import fixed_plan  # noqa: E402
 
 gpu, out, device = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 if device == "cuda":

@@ -44,7 +44,10 @@ __all__ = [
     "timeline_svg",
 ]
 
-NonNegative = Annotated[float, Field(ge=0)]
+# Bounded so that a whole step stays finite (an action of up to 10^6 s, 16384 micro-batches,
+# 64 x 1024 stages): a response never carries inf or NaN.
+MAX_DURATION_S = 1e6
+NonNegative = Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
 _SPLIT: tuple[ScheduleName, ...] = ("zb-h1", "zbv")
 
 

@@ -21,7 +21,7 @@ Framework = Literal["meshplan", "megatron", "torchtitan", "deepspeed"]
 class Frozen(BaseModel):
     """Base of every spec: immutable, unknown fields rejected."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ModeValues(Frozen):

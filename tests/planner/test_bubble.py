@@ -36,6 +36,24 @@ def test_list_length_must_equal_pp_times_vpp() -> None:
     assert "pp*vpp = 4" in error["msg"]
 
 
+@pytest.mark.parametrize("value", [1.5e308, float("inf"), float("nan")])
+def test_durations_are_finite_and_bounded(value: float) -> None:
+    # Found by schemathesis: fw_s = 1.5e308 overflowed the step time to inf (JSON null).
+    with pytest.raises(ValidationError) as info:
+        BubbleRequest(schedule="zb-h1", pp=1, num_microbatches=2455, fw_s=value, bw_s=1e-5)
+    assert info.value.errors()[0]["loc"][0] == "fw_s"
+
+
+def test_the_longest_allowed_step_is_finite() -> None:
+    result = bubble_calc(
+        BubbleRequest(
+            schedule="1f1b", pp=2, num_microbatches=64, fw_s=1e6, bw_s=1e6, p2p_s=1e6,
+            include_timeline=False,
+        )
+    )  # fmt: skip
+    assert 0 < result.step_time_s < float("inf")
+
+
 def test_p2p_is_per_boundary() -> None:
     with pytest.raises(ValidationError, match=r"pp\*vpp - 1 = 3"):
         BubbleRequest(schedule="1f1b", pp=4, num_microbatches=4, fw_s=1, bw_s=1, p2p_s=[1] * 4)

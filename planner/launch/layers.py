@@ -74,6 +74,21 @@ class LaunchView:
         return tuple(_stage_layers(i, s, n, self.recompute) for i, s in enumerate(self.stages))
 
 
+# What a Plan and a Candidate both carry, read the same way from either.
+_SHARED_FIELDS = (
+    "tp",
+    "pp",
+    "dp",
+    "vpp",
+    "schedule",
+    "micro_batch_size",
+    "zero_stage",
+    "sequence_parallel",
+    "recompute",
+    "stages",
+)
+
+
 def view(
     source: Plan | Candidate,
     *,
@@ -82,18 +97,10 @@ def view(
     seq_length: int | None = None,
 ) -> LaunchView:
     """A LaunchView of a Plan, or of a Candidate plus what the search knows about the model."""
+    shared = {name: getattr(source, name) for name in _SHARED_FIELDS}
     if isinstance(source, Plan):
         return LaunchView(
-            tp=source.tp,
-            pp=source.pp,
-            dp=source.dp,
-            vpp=source.vpp,
-            schedule=source.schedule,
-            micro_batch_size=source.micro_batch_size,
-            zero_stage=source.zero_stage,
-            sequence_parallel=source.sequence_parallel,
-            recompute=source.recompute,
-            stages=source.stages,
+            **shared,
             arch=source.arch or arch,
             global_batch_size=source.global_batch_size,
             num_microbatches=source.num_microbatches,
@@ -104,16 +111,7 @@ def view(
         per = source.dp * source.micro_batch_size
         m = global_batch_size // per if global_batch_size % per == 0 else None
     return LaunchView(
-        tp=source.tp,
-        pp=source.pp,
-        dp=source.dp,
-        vpp=source.vpp,
-        schedule=source.schedule,
-        micro_batch_size=source.micro_batch_size,
-        zero_stage=source.zero_stage,
-        sequence_parallel=source.sequence_parallel,
-        recompute=source.recompute,
-        stages=source.stages,
+        **shared,
         arch=arch,
         global_batch_size=global_batch_size,
         num_microbatches=m,

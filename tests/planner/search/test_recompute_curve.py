@@ -1,0 +1,97 @@
+"""The memory-forced recompute of the whole-layer floors is exact over whole layers: checked
+against every mode assignment, and the floors built on it stay below the exhaustive optimum
+when all three recompute modes differ."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from planner.cost import PartitionInputs
+from planner.search.bounds import (
+    _least_recompute,
+    _mode_options,
+    cut_floor_s,
+    integer_rank_floors_s,
+    time_floor_s,
+)
+from planner.search.exhaustive import exhaustive_config
+from planner.search.partition import durations_of, schedule_of
+from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.specs.base import RecomputeMode
+from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs
+
+THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
+
+
+def brute_force(need: float, levels: tuple[int, ...], modes: list[tuple[float, float]]) -> float:
+    """Every assignment of a mode (or the base, saving nothing) to every layer."""
+    best = float("inf")
+    for choice in itertools.product(range(len(modes) + 1), repeat=len(levels)):
+        saved = cost = 0.0
+        for level, k in zip(levels, choice, strict=True):
+            if k:
+                saved += level * modes[k - 1][0]
+                cost += modes[k - 1][1]
+        if saved >= need * (1 - 1e-12):
+            best = min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_least_recompute_equals_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    levels = tuple(sorted((rng.randint(1, 6) for _ in range(rng.randint(1, 6))), reverse=True))
+    raw = tuple((rng.uniform(0.1, 3.0), rng.uniform(0.0, 2.0)) for _ in range(rng.randint(1, 2)))
+    options = _mode_options(raw)
+    most = sum(levels) * max(d for d, _ in raw)
+    need = rng.uniform(-1.0, most * 1.1)
+    expected = brute_force(need, levels, list(raw))
+    got = _least_recompute(need, levels, options)
+    if expected == float("inf"):
+        assert got == float("inf")
+    else:
+        assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def three_mode_inputs(rng: random.Random, schedule: str, vpp: int) -> PartitionInputs:
+    """gpt_inputs with a selective mode that differs from both none and full, and caps tight
+    enough that recompute is forced in many cases."""
+    base = gpt_inputs(rng, schedule, vpp)  # type: ignore[arg-type]
+    sel_bw = rng.uniform(1.0, 1.15)
+    sel_act = rng.uniform(0.4, 0.8)
+    bw = tuple((b[0], b[0] * sel_bw, b[2]) for b in base.bw_input_s)
+    act = tuple((a[0], a[0] * sel_act, a[2]) for a in base.activation_bytes)
+    total = sum(base.static_bytes) + sum(a[0] for a in act) * max(base.inflight)
+    cap = base.fixed_bytes + total * rng.choice([0.35, 0.5, 0.7, 2.0]) / base.pp
+    return PartitionInputs(
+        **{
+            **base.__dict__,
+            "bw_input_s": bw,
+            "activation_bytes": act,
+            "cap_bytes": cap,
+            "allowed_modes": THREE,
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_three_mode_floors_never_exceed_the_optimum(seed: int) -> None:
+    rng = random.Random(4000 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = three_mode_inputs(rng, schedule, vpp)
+    best = exhaustive_config(inputs, modes=THREE).best
+    if best is None:
+        return
+    step = best.score.step_time_s
+    floors = integer_rank_floors_s(inputs, per_stage=True)
+    assert floors is not None
+    assert floors[0] + floors[1] <= step * (1 + 1e-12)
+    assert time_floor_s(inputs) <= step * (1 + 1e-12)
+    sched = schedule_of(inputs)
+    cuts = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    cuts.append(critical_path(sched, durations_of(best.score))[1])
+    floor = cut_floor_s(inputs, cuts)
+    assert floor is not None and floor <= step * (1 + 1e-12)

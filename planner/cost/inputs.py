@@ -16,6 +16,9 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
   embeddings whose two copies sit on different pipeline ranks, the all-reduce of the
   embedding gradient between them (Megatron's embedding group).
 - fixed_bytes: the request's reserve + communication buffers (planner.cost.memory).
+- action_overhead: the pipeline runtime's fixed time per F / B / I / W action, from the
+  profile (`ModelProfile.action_overhead_s`, measured by `profiler.action_overhead`); 0 for
+  the analytic catalog. score_partition adds it to every stage's durations (partition.py).
 """
 
 from __future__ import annotations
@@ -164,6 +167,7 @@ def build_inputs(
         fixed_bytes=request.reserve_bytes + buffers,
         cap_bytes=float(request.memory_cap_bytes),
         allowed_modes=tuple(allowed),
+        action_overhead=src.action_overhead,
     )
     terms = LayerTerms(
         candidate=c,

@@ -5,15 +5,22 @@ micro-batch size, ZeRO stage, sequence parallel). Given a partition — stage bo
 recompute mode per layer — the step time and memory follow from it alone:
 
     stage s holds layers [first_s, end_s) with modes r_l
-    fw(s)  = sum fw_s[l]                          (seconds per micro-batch)
-    bw(s)  = sum bw_input_s[l][r_l] + bw_weight_s[l]  (recompute is part of bw_input_s)
-    w(s)   = sum bw_weight_s[l]
+    fw(s)  = sum fw_s[l] + oF                      (seconds per micro-batch)
+    bw(s)  = sum bw_input_s[l][r_l] + bw_weight_s[l] + oB   (recompute is part of bw_input_s)
+    w(s)   = sum bw_weight_s[l] + oW
     p2p(s) = p2p_s[end_s - 1]                      (boundary after stage s)
     pipeline = simulate(schedule, StageDurations(fw, bw, w, p2p)).step_time_s
     step     = pipeline + max over ranks r of sum_{l on r} post_s[l]
     memory(rank r) = fixed_bytes + sum_{l on r} static_bytes[l]
                      + sum_{s on r} inflight[s] * sum_{l in s} activation_bytes[l][r_l]
     feasible  <=> memory(r) <= cap_bytes for every rank r
+
+(oF, oB, oW) are the pipeline runtime's fixed time per action (`action_overhead`, from the
+profile: `profiler.action_overhead` measures torch.distributed.pipelining's PipelineStage
+entry points against the module called directly; 0 for the analytic catalog): every F action
+takes fw(s) with oF = overhead.f_s; non-split schedules run B actions, oB = overhead.b_s,
+oW = 0; split-backward schedules (zb-h1, zbv) run I, taking bw(s) - w(s), and W, taking
+w(s), each with its own overhead: oB = overhead.i_s + overhead.w_s, oW = overhead.w_s.
 
 `inflight[s]` is the peak number of micro-batches whose activations stage s holds at once
 under the schedule (from F to the end of its last backward action); it depends only on the
@@ -24,10 +31,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.schedules.sim_types import StageDurations
 from planner.specs.base import RecomputeMode, ScheduleName
+from planner.specs.model import NO_OVERHEAD, ActionOverhead
 
 ModeTriple = tuple[float, float, float]  # indexed by RECOMPUTE_MODES: none, selective, full
 MODE_INDEX: dict[RecomputeMode, int] = {"none": 0, "selective": 1, "full": 2}
+SPLIT_BACKWARD: frozenset[ScheduleName] = frozenset({"zb-h1", "zbv"})  # I and W actions, no B
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,7 @@ class PartitionInputs:
     fixed_bytes: float  # per GPU: reserve + communication buffers
     cap_bytes: float
     allowed_modes: tuple[RecomputeMode, ...]  # the recompute modes the request allows
+    action_overhead: ActionOverhead = NO_OVERHEAD  # the runtime's fixed time per action
 
     @property
     def num_layers(self) -> int:
@@ -57,3 +68,22 @@ class PartitionInputs:
     @property
     def num_stages(self) -> int:
         return self.pp * self.vpp
+
+    @property
+    def stage_overhead_s(self) -> tuple[float, float, float]:
+        """(oF, oB, oW) added to every stage's fw, bw and w (module docstring)."""
+        o = self.action_overhead
+        if self.schedule in SPLIT_BACKWARD:
+            return (o.f_s, o.i_s + o.w_s, o.w_s)
+        return (o.f_s, o.b_s, 0.0)
+
+    @property
+    def overhead_durations(self) -> StageDurations:
+        """Stage durations of the overhead alone (p2p 0): a path's length is linear in the
+        durations, so its length under the full durations is its length over the layers' sums
+        plus its length under these (planner.search.paths.PathCut.length_s)."""
+        f, b, w = self.stage_overhead_s
+        n = self.num_stages
+        return StageDurations(
+            fw_s=(f,) * n, bw_s=(b,) * n, w_s=(w,) * n, p2p_s=(0.0,) * max(0, n - 1)
+        )

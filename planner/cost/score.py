@@ -70,6 +70,7 @@ def score_partition(
     p2p: list[float] = []
     act: list[float] = []
     layer_rank = [0] * x.num_layers
+    of, ob, ow = x.stage_overhead_s  # the runtime's fixed time per action (partition.py)
     expected_first = 0
     for s, stage in enumerate(stages):
         first, end = stage.layers
@@ -89,9 +90,9 @@ def score_partition(
             ww += x.bw_weight_s[layer]
             a += x.activation_bytes[layer][k]
             layer_rank[layer] = x.stage_rank[s]
-        fw.append(f)
-        bw.append(b)
-        w.append(ww)
+        fw.append(f + of)
+        bw.append(b + ob)
+        w.append(ww + ow)
         p2p.append(x.p2p_s[end - 1])
         act.append(a)
     if expected_first != x.num_layers:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.catalog.models import analytic_costs, layer_refs
 from planner.errors import SpecError
-from planner.specs.model import LayerCost, LayerRef, ModelArch
+from planner.specs.model import NO_OVERHEAD, ActionOverhead, LayerCost, LayerRef, ModelArch
 from planner.specs.request import PlanRequest
 
 _Key = tuple[int, int, bool]
@@ -27,10 +27,14 @@ class CostSource:
         kind_costs: Callable[[int, int, bool], dict[str, LayerCost]],
         origin: str,
         arch: ModelArch | None = None,
+        action_overhead: ActionOverhead = NO_OVERHEAD,
     ) -> None:
         self.layers = layers
         self.origin = origin  # "analytic" or "profile"
         self.arch = arch
+        # the pipeline runtime's fixed time per action: the profile's measurement; 0 for the
+        # analytic catalog (no published per-action figure for a GPU runtime is used)
+        self.action_overhead = action_overhead
         self._kind_costs = kind_costs
         self._cache: dict[_Key, tuple[LayerCost, ...]] = {}
 
@@ -70,7 +74,11 @@ def resolve_costs(
             }
 
         return CostSource(
-            layers=prof.layers, kind_costs=from_profile, origin="profile", arch=prof.arch
+            layers=prof.layers,
+            kind_costs=from_profile,
+            origin="profile",
+            arch=prof.arch,
+            action_overhead=prof.action_overhead_s,
         )
     if isinstance(request.model, ModelArch):
         arch = request.model

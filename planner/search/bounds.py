@@ -391,6 +391,7 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
 
         alpha = [coef(f, bi, w, s) for s in range(n_st)]
         beta = sum(c.x) * p2p + sum(a * k for a, k in zip(alpha, lo, strict=True))
+        beta += c.length_s(inputs.overhead_durations)  # per-action overhead: a constant
         for layer, s in ends:
             b_in = min(inputs.bw_input_s[layer])
             beta += coef(inputs.fw_s[layer], b_in, inputs.bw_weight_s[layer], s)

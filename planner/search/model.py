@@ -24,8 +24,11 @@ Constraints.
     post, per rank r:    P >= sum_{s on r} sum_g floor(post_g) y[g,s]
     path cuts:           T >= sum_s floor(F_P[s] fw + (B_P[s]+W_P[s]) w_weight) y
                                 + floor((B_P[s]+I_P[s]) bw_input_k) z + floor(X_P[s] p2p_j) e
+                                + floor(O_P)
         one per critical path P collected so far (planner.search.paths): each is a valid
-        lower bound of the simulator's makespan, rounded down.
+        lower bound of the simulator's makespan, rounded down. O_P is the path's length over
+        the per-action overhead alone (PartitionInputs.overhead_durations: every stage's
+        durations gain a constant, so the path's length gains a constant; 0 without overhead).
     stage split (framework): "first_last" equal layer counts on middle stages, "uniform" equal
         counts of the main run on every stage.
     incumbent:           T + P <= K (the best simulated step time, scaled, minus one unit)
@@ -114,10 +117,12 @@ class PartitionModel:
         # rounding of ~3L + S coefficients costs ~1e-9 of the optimum at most.
         ref = reference_s if reference_s is not None else horizon_s
         self.scale = HORIZON_UNITS / max(ref, 1e-30)
-        self.top = math.ceil(max(horizon_s, ref) * self.scale) + 1
+        # A path passes every action at most once, so the per-action overhead adds at most
+        # the overhead of all actions to a cut: T's domain covers it (0 without overhead).
+        self.top = math.ceil((max(horizon_s, ref) + _overhead_horizon_s(inputs)) * self.scale) + 1
         self.model = cp_model.CpModel()
         self._exprs: dict[Key, cp_model.LinearExprT] = {}
-        self._cuts: list[dict[Key, int]] = []
+        self._cuts: list[tuple[dict[Key, int], int]] = []  # coefficients, constant
         self._post: list[dict[Key, int]] = []
         self._seen: set[PathCut] = set()
         self._build(split)
@@ -285,8 +290,10 @@ class PartitionModel:
             else:  # "e": g is the boundary index s, s the segment j
                 v = cut.x[g] * self.p2p_segments[s][2]
                 coefs[(kind, g, s, k)] = math.floor(v * sc)
-        self._cuts.append(coefs)
-        self.model.add(self.t >= self._linear(coefs))
+        constant = cut_constant_units(cut, inp, sc)
+        self._cuts.append((coefs, constant))
+        bound = self._linear(coefs)
+        self.model.add(self.t >= (bound + constant if constant else bound))
         return True
 
     def add_objective_bound(self, units: int) -> None:
@@ -299,7 +306,7 @@ class PartitionModel:
         def val(coefs: dict[Key, int]) -> int:
             return sum(c * values.get(k, 0) for k, c in coefs.items())
 
-        t = max((val(c) for c in self._cuts), default=0)
+        t = max((val(c) + k for c, k in self._cuts), default=0)
         return t + max(val(c) for c in self._post)
 
     def assignment(self, part: Partition) -> dict[Key, int]:
@@ -383,6 +390,19 @@ class PartitionModel:
                                 modes[i] = mode
                                 i += 1
         return Partition(bounds=bounds, modes=tuple(modes))
+
+
+def cut_constant_units(cut: PathCut, inputs: PartitionInputs, scale: float) -> int:
+    """The path's length over the per-action overhead alone, in model units, rounded down
+    (0 when the inputs carry no overhead)."""
+    return math.floor(cut.length_s(inputs.overhead_durations) * scale)
+
+
+def _overhead_horizon_s(inputs: PartitionInputs) -> float:
+    """The overhead of every action of the schedule: m micro-batches x every stage's F and
+    its backward (B, or I + W), an upper bound of any path's overhead term."""
+    f, b, _ = inputs.stage_overhead_s
+    return inputs.num_microbatches * inputs.num_stages * (f + b)
 
 
 def _add(coefs: dict[Key, int], key: Key, value: int) -> None:

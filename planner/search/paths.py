@@ -9,6 +9,9 @@ per-rank order plus the data dependencies of `planner.schedules.validate`), so i
 where the counts F_P, B_P, I_P, W_P, X_P say how often P passes each stage's actions and each
 boundary. Every single path is a valid lower bound of the makespan for *every* duration vector;
 the search adds the critical path of each partition it evaluates as a cut to its CP-SAT model.
+The cost model adds the runtime's fixed per-action overhead to every stage's durations
+(planner.cost.partition), so a path's length is its length over the layers' sums plus a
+constant: `length_s(inputs.overhead_durations)`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The LP relaxes the CP-SAT model of planner.search.model: x[g, s, k] >= 0 is a *fractional*
 number of run g's layers in stage s with mode k (only stages that can hold run g), every stage
 holds at least one layer, contiguity is dropped. Objective: minimise T + P with
-    T >= each seed path cut (its length in x, p2p left out: >= 0),
+    T >= each seed path cut (its length in x plus its length over the per-action overhead
+         alone, a constant; p2p left out: >= 0),
     P >= each rank's DP-sync + optimizer time,
     memory per rank <= cap - fixed.
 Every real partition is a feasible point whose objective is at most its simulated step time,
@@ -54,8 +55,9 @@ def lp_floor_s(
                 row.SetCoefficient(x[key], 1.0)
     t = solver.NumVar(0.0, solver.infinity(), "T")
     p = solver.NumVar(0.0, solver.infinity(), "P")
+    overhead = inputs.overhead_durations  # per-action overhead: a constant per cut
     for cut in cuts:
-        row = solver.Constraint(0.0, solver.infinity())
+        row = solver.Constraint(cut.length_s(overhead), solver.infinity())
         row.SetCoefficient(t, 1.0)
         for (g, s, k), var in x.items():
             i = runs[g].first

@@ -14,6 +14,12 @@ Rule for values in between (ModelProfile.cost):
    parameter bytes do not depend on the micro-batch size;
 3. with no point at that tp, the nearest tp is scaled: times, activation bytes and parameter
    bytes x tp_measured / tp (the sharded part dominates; Megatron splits heads and FFN by tp).
+
+`action_overhead_s` is not per layer: the fixed time a pipeline framework spends on each
+pipeline action (F, B, or a split backward's I and W) besides the layers' own compute,
+measured by the profiler (`profiler.action_overhead`: torch.distributed.pipelining's
+PipelineStage entry points on a near-zero-cost module minus the same module called directly).
+It defaults to 0 (an analytic profile, or one measured before the field existed).
 """
 
 from __future__ import annotations
@@ -111,6 +117,31 @@ class LayerCost(Frozen):
         return self.bw_input_s + self.bw_weight_s
 
 
+class ActionOverhead(Frozen):
+    """Fixed seconds a pipeline runtime adds to each action, besides the layers' compute.
+
+    `f_s` per forward, `b_s` per full backward (non-split schedules), `i_s` and `w_s` per
+    input-gradient and weight-gradient action of a split backward (zb-h1, zbv). 0 = unknown
+    or negligible (the analytic catalog)."""
+
+    f_s: float = Field(default=0.0, ge=0, description="per forward action (F)")
+    b_s: float = Field(default=0.0, ge=0, description="per full backward action (B)")
+    i_s: float = Field(default=0.0, ge=0, description="per input-gradient action (I)")
+    w_s: float = Field(default=0.0, ge=0, description="per weight-gradient action (W)")
+
+    @property
+    def is_zero(self) -> bool:
+        return not (self.f_s or self.b_s or self.i_s or self.w_s)
+
+    def scaled(self, k: float) -> ActionOverhead:
+        return ActionOverhead(
+            f_s=self.f_s * k, b_s=self.b_s * k, i_s=self.i_s * k, w_s=self.w_s * k
+        )
+
+
+NO_OVERHEAD = ActionOverhead()
+
+
 class ProfilePoint(Frozen):
     """Costs of each layer kind at one (micro_batch_size, tp, sequence_parallel)."""
 
@@ -135,6 +166,11 @@ class ModelProfile(Frozen):
     torch_version: str | None = None
     measured_at: str | None = None
     notes: dict[str, str] = Field(default_factory=dict)
+    action_overhead_s: ActionOverhead = Field(
+        default=NO_OVERHEAD,
+        description="fixed time the pipeline runtime adds per F / B / I / W action, measured "
+        "on the profiling device (profiler.action_overhead); 0 when not measured",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ModelProfile:
@@ -155,8 +191,12 @@ class ModelProfile(Frozen):
 
     @property
     def model_hash(self) -> str:
-        """Content hash of what determines plans: layers, costs, sequence length, dtype."""
-        doc = self.model_dump(mode="json", include={"layers", "points", "seq_length", "dtype"})
+        """Content hash of what determines plans: layers, costs, sequence length, dtype, and
+        the per-action overhead when it is not zero (so a profile without it keeps its hash)."""
+        fields = {"layers", "points", "seq_length", "dtype"}
+        if not self.action_overhead_s.is_zero:
+            fields.add("action_overhead_s")
+        doc = self.model_dump(mode="json", include=fields)
         raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(raw).hexdigest()[:16]
 

@@ -7,7 +7,9 @@ Builds the plan's built-in GPT/Llama (`profiler.models`), a ("pp", "dp", "tp") D
 plan's stages with tensor parallel, recompute and data parallel as planned, and runs the plan's
 schedule with `torch.distributed.pipelining`. Measures step time (median over K steps after W
 warm-up steps), each rank's busy time (so the bubble), per-stage activation and peak memory, and
-the loss; writes a `planner.runreport.RunReport`. See docs/runner.md.
+the loss; writes a `planner.runreport.RunReport`. See docs/runner.md. The saved-activation
+meter (a Python hook per saved tensor) runs only in the untimed warm-up steps (one untimed step
+when W = 0), so that it costs the timed steps nothing.
 """
 
 from __future__ import annotations
@@ -150,13 +152,17 @@ def run(opts: RunOptions) -> int:
     busy_cpu: list[float] = []
     losses: list[float] = []
     static = (0, 0, 0)
-    for step in range(opts.warmup + opts.steps):
+    # The activation meter runs in the untimed steps only (at least one), its peaks from the
+    # last of them (a steady step); the timed steps run without its hooks.
+    untimed = max(opts.warmup, 1)
+    for step in range(untimed + opts.steps):
         tokens, labels = synthetic_batch(plan, seed=opts.seed, step=step, vocab_size=vocab_size)
         tokens, labels = tokens[rows].to(rm.device), labels[rows].to(rm.device)
-        if step == opts.warmup:
+        meter.active = step < untimed
+        if step == untimed - 1:
             meter.reset_peaks()
-            if rm.device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(rm.device)
+        if step == untimed and rm.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(rm.device)
         dist.barrier()
         t0 = time.perf_counter()
         mb_losses: list[torch.Tensor] = []
@@ -181,7 +187,7 @@ def run(opts: RunOptions) -> int:
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         step_busy_cpu = timer.cpu_s
         step_busy = sum(timer.take().values())
-        if step >= opts.warmup:
+        if step >= untimed:
             step_times.append(float(elapsed[0]))
             pipeline_times.append(float(elapsed[1]))
             busy.append(step_busy)
@@ -216,7 +222,7 @@ def run(opts: RunOptions) -> int:
             results,
             step_times_s=step_times,
             pipeline_times_s=pipeline_times,
-            warmup=opts.warmup,
+            warmup=untimed,
             device=device,
             backend=rm.backend,
             plan_id=plan_id,
@@ -237,10 +243,13 @@ def run(opts: RunOptions) -> int:
 
 
 def _instrument(stage: PipelineStage, index: int, timer: BusyTimer, meter: SavedBytesMeter) -> None:
-    """Time the stage's compute calls and count what its forwards save for backward."""
+    """Time the stage's compute calls and count what its forwards save for backward (while
+    the meter is active: the untimed steps)."""
     forward = stage.forward_one_chunk
 
     def forward_recorded(*args: Any, **kwargs: Any) -> Any:
+        if not meter.active:
+            return forward(*args, **kwargs)
         with meter.recording(index):
             return forward(*args, **kwargs)
 

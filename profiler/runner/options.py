@@ -38,7 +38,13 @@ def parse_args(argv: list[str] | None = None) -> RunOptions:
     )
     p.add_argument("--plan", required=True, type=Path, help="plan JSON (bare, CLI or service)")
     p.add_argument("--steps", type=int, default=10, help="measured steps (default 10)")
-    p.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up steps (default 3)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=3,
+        help="unmeasured warm-up steps (default 3; at least one runs: activations are measured "
+        "in them)",
+    )
     p.add_argument("--seed", type=int, default=0, help="model init and data seed (default 0)")
     p.add_argument(
         "--dtype",

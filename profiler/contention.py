@@ -21,12 +21,13 @@ What is measured instead is throughput, over many slices:
 `factor`, the median of those ratios, is the slowdown of compute when `copies` processes
 compete for the cores (processor sharing: ~copies / cores when copies > cores, ~1 otherwise,
 plus what shared caches and memory bandwidth cost). `scale_profile` multiplies every time of
-a profile by it; bytes, FLOPs and counts are untouched. Each phase also records the thread's
-CPU time per iteration: `cpu_factor` (shared / alone in CPU time) is what the copies cost each
-other through caches and memory bandwidth, and `model_factor = max(1, copies / cores) *
-cpu_factor` is the processor-sharing model of the same slowdown. It does not see other work on
-the host (which inflates `factor` only while it runs), so `scale_profile(..., basis="model")`
-is the choice on a host shared with work that will not be there during the run.
+a profile by it (the per-action overhead too); bytes, FLOPs and counts are untouched. Each
+phase also records the thread's CPU time per iteration: `cpu_factor` (shared / alone in CPU
+time) is what the copies cost each other through caches and memory bandwidth, and
+`model_factor = max(1, copies / cores) * cpu_factor` is the processor-sharing model of the
+same slowdown. It does not see other work on the host (which inflates `factor` only while it
+runs), so `scale_profile(..., basis="model")` is the choice on a host shared with work that
+will not be there during the run.
 
 The model of the run either encodes: all R ranks compete for the cores all the time, which is
 an upper bound when the pipeline leaves ranks idle (bubbles, waits), as docs/runner.md
@@ -243,4 +244,8 @@ def scale_profile(
         "contention_copies": str(contention.copies),
         "contention_basis": basis,
     }
-    return profile.model_copy(update={"points": points, "notes": notes})
+    # the per-action overhead is CPU work of the rank's own thread too: it shares the cores
+    overhead = profile.action_overhead_s.scaled(k)
+    return profile.model_copy(
+        update={"points": points, "notes": notes, "action_overhead_s": overhead}
+    )

@@ -22,6 +22,9 @@ produce (`profiler.layer_source`):
   forward + backward (in `notes`).
 Timing: CUDA events on GPU, `perf_counter` on CPU; median of `repeats` rounds after `warmup`;
 the relative inter-quartile spread of each timing goes to `LayerCost.spread`.
+Per-action overhead (`action_overhead=True`, the default): the fixed time
+torch.distributed.pipelining's PipelineStage adds to each F / B / I / W action, measured on the
+same device and dtype (`profiler.action_overhead`) -> `ModelProfile.action_overhead_s`.
 `concurrency=K > 1` (CPU): the times are then scaled by the measured slowdown of the model's
 fw+bw when K processes share this host's cores (`profiler.contention`), for runs whose K
 ranks share them.
@@ -40,6 +43,9 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from planner.specs import LayerCost, ModelProfile, ModeValues, ProfilePoint
+from planner.specs.model import NO_OVERHEAD
+from profiler.action_overhead import measure_action_overhead
+from profiler.action_overhead import note as overhead_note
 from profiler.layer_source import BuiltSource, Layer, ModelSource
 from profiler.models import Attention, RecomputeMode, set_recompute
 from profiler.saved_tensors import SavedTensors, count_saved
@@ -85,6 +91,7 @@ class ProfileOptions:
     progress: bool = False
     concurrency: int = 1  # processes that will share this host's cores (profiler.contention)
     contention_duration_s: float = 2.0  # each timed phase of the contention measurement
+    action_overhead: bool = True  # measure PipelineStage's fixed cost per action
 
     def __post_init__(self) -> None:
         if not self.micro_batch_sizes or min(self.micro_batch_sizes) < 1:
@@ -429,6 +436,15 @@ def profile_model(source: ModelSource, options: ProfileOptions) -> ProfileResult
         f"median of {options.repeats} rounds after {options.warmup} warm-up; spread = IQR/median; "
         "bw_weight_s = B - I per round"
     )
+    overhead = NO_OVERHEAD
+    if options.action_overhead:
+        try:
+            overhead, per = measure_action_overhead(device=device, dtype=options.dtype)
+            notes["action_overhead"] = (
+                overhead_note(per) + "; action_overhead_s is the mean of the three positions"
+            )
+        except RuntimeError as e:
+            notes["action_overhead"] = f"not measured: {e}"
     profile = ModelProfile(
         name=source.name,
         source="measured",
@@ -441,6 +457,7 @@ def profile_model(source: ModelSource, options: ProfileOptions) -> ProfileResult
         torch_version=torch.__version__,
         measured_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         notes=notes,
+        action_overhead_s=overhead,
     )
     if options.concurrency > 1:
         from profiler.contention import measure_contention, scale_profile

@@ -59,6 +59,11 @@ def test_scale_profile_multiplies_every_time_and_nothing_else() -> None:
             assert (new.param_bytes, new.output_bytes, new.fw_flops) == (
                 cost.param_bytes, cost.output_bytes, cost.fw_flops,
             )  # fmt: skip
+    # the per-action overhead (measured by the profiler) is the rank's CPU work too
+    assert prof.action_overhead_s.f_s > 0
+    for part in ("f_s", "b_s", "i_s", "w_s"):
+        want = 2.5 * getattr(prof.action_overhead_s, part)
+        assert getattr(scaled.action_overhead_s, part) == pytest.approx(want, rel=1e-12)
     # round-trips through the schema (a profile a plan request can carry)
     assert ModelProfile.model_validate_json(scaled.model_dump_json()) == scaled
     assert scaled.notes["contention_basis"] == "measured"

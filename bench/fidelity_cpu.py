@@ -6,8 +6,10 @@
 
 Method (docs/runner.md, "Fidelity"):
 1. `profiler.layer_profiler.profile_model` measures the model's layer kinds on this CPU, in
-   fp32, single-threaded (`torch.set_num_threads(1)`), because every runner process runs with
-   OMP_NUM_THREADS=1: 2 ranks use this machine's 2 cores, 4 ranks oversubscribe them 2:1.
+   fp32, single-threaded (`torch.set_num_threads(1)`), and the fixed cost torch's PipelineStage
+   adds to each pipeline action (`profiler.action_overhead`, `action_overhead_s`), because
+   every runner process runs with OMP_NUM_THREADS=1: 2 ranks use this machine's 2 cores,
+   4 ranks oversubscribe them 2:1.
    Contention-matched (`--contention matched`, the default): for a plan of R ranks the profile's
    times are scaled by the measured slowdown of the model's fw+bw when R single-threaded
    processes run it together on this machine's cores (`profiler.contention`: throughput over
@@ -359,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
     profs = matched(prof)
     if not a.json:
+        print(f"per-action overhead (profiler.action_overhead): {prof.action_overhead_s}")
         print(
             "profile times x "
             + ", ".join(

@@ -63,6 +63,8 @@ class RunRow:
     contention_note: str  # how the factor was measured (profiler.contention), "" if not
     links: dict[str, float]  # the ClusterSpec link figures planned with (empty: catalog)
     stages: list[StageRow]
+    # the profile's per-action overhead the plan was made with (F, B, I, W), microseconds
+    action_overhead_us: dict[str, float] | None = None
 
 
 def factor_of(prof: ModelProfile) -> float:
@@ -159,6 +161,12 @@ def compare(
         contention_note="" if plan_profile is None else plan_profile.notes.get("contention", ""),
         links=links or {},
         stages=rows,
+        action_overhead_us=None
+        if plan_profile is None
+        else {
+            k: round(getattr(plan_profile.action_overhead_s, f"{k.lower()}_s") * 1e6, 2)
+            for k in ("F", "B", "I", "W")
+        },
     )
 
 
@@ -244,9 +252,10 @@ def markdown(rows: list[RunRow]) -> str:
     """The docs/runner.md table: one row per plan."""
     out = [
         "| plan | profile × (cores busy) | step pred → meas (ms) | error | spread | busy / pred "
+        "| busy CPU / pred | error at meas. speed "
         "| bubble pred → meas | activation error (stage) | peak error | load avg "
         "| cores busy before |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
@@ -260,6 +269,8 @@ def markdown(rows: list[RunRow]) -> str:
             + f" | {r.predicted_step_time_s * 1e3:.0f} → "
             f"{r.measured_step_time_s * 1e3:.0f} | {r.step_time_error:+.1%} | "
             f"{r.step_time_spread:.1%} | {r.compute_speed_ratio:.2f} | "
+            + ("–" if r.compute_cpu_ratio is None else f"{r.compute_cpu_ratio:.2f}")
+            + f" | {r.step_time_error_speed_adjusted:+.1%} | "
             f"{r.predicted_bubble:.3f} → {r.measured_bubble:.3f} | "
             f"{r.memory_error:+.2%} ({r.worst_stage}) | {r.peak_memory_error:+.1%} | "
             f"{', '.join(f'{x:.1f}' for x in r.load_average)} | "

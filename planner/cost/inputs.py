@@ -23,6 +23,7 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -70,8 +71,11 @@ def build_inputs(
     *,
     source: CostSource | None = None,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    given_inflight: Callable[[int, int], int] | None = None,
 ) -> tuple[PartitionInputs, LayerTerms]:
-    """PartitionInputs of the candidate and the terms they were built from."""
+    """PartitionInputs of the candidate and the terms they were built from. `given_inflight`
+    (stage, rank) -> count replaces the schedule's peak in-flight counts (which generating the
+    schedule finds): for callers that only need a lower bound of them."""
     src = source if source is not None else resolve_costs(request, efficiency=efficiency)
     c = check_candidate(request, candidate, source=src)
     cluster, training = request.cluster, request.training
@@ -80,7 +84,10 @@ def build_inputs(
     costs = src.layer_costs(micro_batch_size=c.micro_batch_size, tp=tp, sequence_parallel=sp)
     n = len(costs)
     stage_rank = tuple(stage_to_rank(s, pp=pp, schedule=c.schedule) for s in range(c.num_stages))
-    inflight = _inflight(c.schedule, pp, c.vpp, m)
+    if given_inflight is None:
+        inflight = _inflight(c.schedule, pp, c.vpp, m)
+    else:
+        inflight = tuple(given_inflight(s, r) for s, r in enumerate(stage_rank))
 
     tlink = tp_link(cluster, tp=tp)
     plink = pp_link(cluster, tp=tp, dp=dp, pp=pp)
@@ -187,11 +194,15 @@ def partition_inputs(
     *,
     source: CostSource | None = None,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    given_inflight: Callable[[int, int], int] | None = None,
 ) -> PartitionInputs:
     """The per-layer numbers that score any partition of this candidate's configuration.
 
     The candidate is checked first (planner.cost.candidate.check_candidate); its stages do not
-    matter here. Pass `source` (from `resolve_costs`) to reuse its cache across candidates.
+    matter here. Pass `source` (from `resolve_costs`) to reuse its cache across candidates,
+    and `given_inflight` (see build_inputs) to skip generating the schedule.
     """
-    inputs, _ = build_inputs(request, candidate, source=source, efficiency=efficiency)
+    inputs, _ = build_inputs(
+        request, candidate, source=source, efficiency=efficiency, given_inflight=given_inflight
+    )
     return inputs

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -308,10 +308,16 @@ def group_inflight(inputs: PartitionInputs) -> tuple[int, ...]:
     all m), so each of its stages holds at least min(m, pp - r). zbv: the second chunk of rank r
     (stage 2 pp - 1 - r) holds min(m, r + 1), the first chunk at least as many. Checked against
     planner.schedules.peak_inflight (tests/planner/search/test_group_floor.py)."""
-    m, pp = inputs.num_microbatches, inputs.pp
-    if inputs.schedule == "zbv":
-        return tuple(min(m, r + 1) for r in inputs.stage_rank)
-    return tuple(min(m, pp - r) for r in inputs.stage_rank)
+    least = least_inflight(inputs.schedule, inputs.pp, inputs.num_microbatches)
+    return tuple(least(s, r) for s, r in enumerate(inputs.stage_rank))
+
+
+def least_inflight(schedule: str, pp: int, m: int) -> Callable[[int, int], int]:
+    """group_inflight's closed form as (stage, rank) -> count, for building PartitionInputs
+    without generating the schedule (planner.cost.partition_inputs(given_inflight=...))."""
+    if schedule == "zbv":
+        return lambda s, r: min(m, r + 1)
+    return lambda s, r: min(m, pp - r)
 
 
 def group_fill_s(inputs: PartitionInputs) -> list[float]:

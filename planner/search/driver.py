@@ -28,6 +28,7 @@ from planner.errors import SpecError
 from planner.search.bounds import (
     group_memory_floor_bytes,
     group_time_floor_s,
+    least_inflight,
     memory_floor_bytes,
     time_floor_s,
 )
@@ -40,6 +41,8 @@ from planner.search.space import Config, enumerate_configs, stage_split
 from planner.specs.request import PlanRequest
 
 SWEEP_SHARE = 0.3  # of the time limit, at most, for the heuristic sweep over configurations
+CONFIG_SHARE = 0.05  # of the time limit, at most, for one configuration in the first pass
+CONFIG_MIN_S = 0.5  # ... but never less than this
 
 
 @dataclass
@@ -128,9 +131,22 @@ def run_search(
             _mark_dominated(out.entries)
         # Exact phase: the most promising configurations first (by their heuristic step time);
         # the floors still decide what is pruned, so the order only affects speed.
-        fresh = out.entries[first_new:]
-        for entry in sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s)):
-            solver_s += _visit(request, out, entry, split, num_layers, lambda: limit - elapsed())
+        fresh = sorted(out.entries[first_new:], key=lambda e: (e.estimate_s, e.time_floor_s))
+        # First pass: each configuration gets at most CONFIG_SHARE of the limit, so that one
+        # hard proof cannot starve the rest; those cut short are solved again with all the
+        # time left (and the better incumbent the first pass found).
+        cap = max(CONFIG_MIN_S, CONFIG_SHARE * limit)
+        capped = []
+        for entry in fresh:
+            solver_s += _visit(request, out, entry, split, num_layers, _capped(elapsed, limit, cap))
+            if _unproven(entry) and elapsed() < limit:
+                capped.append(entry)  # its share ran out, not the search's time
+        for entry in capped:
+            if elapsed() < limit:
+                entry.verdict, entry.result = "pending", None
+                solver_s += _visit(
+                    request, out, entry, split, num_layers, lambda: limit - elapsed()
+                )
         if not pending or elapsed() >= limit:
             break
         # Time is left: sweep the groups the share cut off (the incumbent now prunes most of
@@ -139,6 +155,8 @@ def run_search(
     if pending:
         out.status = "FEASIBLE"
         out.skipped += sum(len(ms) for ms in pending)
+    if any(e.verdict == "timeout" or _unproven(e) for e in out.entries):
+        out.status = "FEASIBLE"
     if on_progress is not None:
         on_progress(1.0)
     out.elapsed_s = elapsed()
@@ -260,12 +278,20 @@ def _visit(
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls
     out.cuts += res.cuts
-    if res.status in ("FEASIBLE", "UNKNOWN"):
-        out.status = "FEASIBLE"
     for sc in (res.best, *res.evaluated):
         if sc is not None and sc.score.feasible:
             _offer(request, out, entry, sc)
     return res.solver_wall_s
+
+
+def _unproven(entry: Entry) -> bool:
+    return entry.result is not None and entry.result.status in ("FEASIBLE", "UNKNOWN")
+
+
+def _capped(elapsed: Callable[[], float], limit: float, cap: float) -> Callable[[], float]:
+    """Time left for one configuration: at most `cap` from now, never past the limit."""
+    start = elapsed()
+    return lambda: min(limit - elapsed(), cap - (elapsed() - start))
 
 
 def _cannot_win(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
@@ -294,8 +320,11 @@ def _group_floors(
     for rep in reps:
         if rep is None:
             continue
+        # The group floors use only closed-form in-flight counts (bounds.group_inflight), so
+        # the representative's schedule is never generated.
+        least = least_inflight(rep.schedule, rep.pp, rep.num_microbatches)
         try:
-            rin = partition_inputs(request, rep.candidate(), source=src)
+            rin = partition_inputs(request, rep.candidate(), source=src, given_inflight=least)
         except SpecError:
             continue
         floors.append((group_memory_floor_bytes(rin), group_time_floor_s(rin)))

@@ -22,6 +22,7 @@ time (the planning core reads no clock).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Literal
 from planner.cost import PartitionScore
 from planner.cost.partition import PartitionInputs
 from planner.search.bounds import cut_floor_s
+from planner.search.cutlp import CutLP, rounded_bounds
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
@@ -44,6 +46,10 @@ from planner.specs.base import RecomputeMode
 # time: 158 solves for 7.5B's pp=2 zbv at 1e-10 with 2^30 units, 3 now. The exactness bench
 # compares step times at a relative 1e-9.
 REL_TOL = 5e-10
+LP_ROUNDS = 40  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
+LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
+LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
+LP_ACTION_BUDGET = 200_000  # ... or as many as keep (moves x schedule actions) below this
 
 ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
 
@@ -127,11 +133,20 @@ def solve_config(
     if limit is not None and _cut_settles(inputs, seeds, limit):
         result.status = _settled(result, bound_s)
         return result
-    if limit is not None:  # the LP floor may settle it without CP-SAT
+    if limit is not None and split != "any":  # the LP floor may settle it without CP-SAT
         floor = lp_floor_s(inputs, modes, seeds)
         if floor is not None and floor >= limit * (1 + LP_MARGIN):
             result.status = _settled(result, bound_s)
             return result
+    if (
+        limit is not None
+        and split == "any"
+        and _lp_phase(
+            inputs, modes, seeds, lambda: _bound(bound_s, result.best), consider, time_left
+        )
+    ):
+        result.status = _settled(result, bound_s)
+        return result
     budget = time_limit_s
 
     def left() -> float:
@@ -146,7 +161,11 @@ def solve_config(
             model.add_objective_bound(_units(limit, model.scale))
         if result.best is not None:
             model.add_hint(result.best.partition)
-        out = model.solve(time_limit_s=left(), workers=workers, seed=seed)
+        # With a bound, any partition under it will do (it is simulated next): CP-SAT solves
+        # a feasibility problem, which it proves or refutes much faster than the minimum.
+        out = model.solve(
+            time_limit_s=left(), workers=workers, seed=seed, feasibility=limit is not None
+        )
         result.solver_calls += 1
         result.solver_wall_s += out.wall_time_s
         budget -= out.wall_time_s
@@ -168,6 +187,89 @@ def solve_config(
             and model.lower_bound_units(out.partition) <= _units(limit, model.scale)
         ):
             model.add_no_good(out.partition)
+
+
+def _lp_phase(
+    inputs: PartitionInputs,
+    modes: tuple[RecomputeMode, ...],
+    seeds: list[PathCut],
+    limit: Callable[[], float | None],
+    consider: Callable[[Partition], Scored],
+    time_left: Callable[[], float] | None = None,
+    rounds: int = LP_ROUNDS,
+) -> bool:
+    """Cutting planes on the LP relaxation (planner.search.cutlp): solve the LP, round its
+    fractional split to a partition (modes re-picked for the cap), simulate it and its
+    one-boundary neighbours, add their critical paths (to the LP and, through `consider`, to
+    the CP-SAT model), repeat. True if the LP floor reaches the bound (nothing can beat it);
+    stops when a round adds no new path or after `rounds`. The partitions it simulates may
+    also improve the incumbent. Each round simulates at most LP_MOVES neighbours: on deep
+    pipelines, the moves of the boundaries whose LP position is least clear (fraction nearest
+    one half)."""
+    if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS:
+        return False
+    lp = CutLP(inputs, modes)
+    for cut in seeds:
+        lp.add_cut(cut)
+    n = inputs.num_layers
+    sched = schedule_of(inputs)
+    actions = sum(len(order) for order in sched.orders)
+    moves = max(LP_MOVES, LP_ACTION_BUDGET // max(1, actions))
+    for _ in range(rounds):
+        bound = limit()
+        if bound is None or (time_left is not None and time_left() <= 0):
+            return False
+        point = lp.solve()
+        if point is None:
+            return False
+        if point.value_s >= bound * (1 + LP_MARGIN):
+            return True
+        part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
+        order = unclear_first(point.stage_layers)
+        fresh = 0
+        for near in (part, *_neighbours(part, order, moves)):
+            before = len(seeds)
+            consider(near)
+            fresh += sum(lp.add_cut(cut) for cut in seeds[before:])
+        if not fresh:  # stalled: the other roundings of the unclear boundaries
+            for split in _roundings(part, point.stage_layers, order[:LP_MOVES]):
+                before = len(seeds)
+                consider(repaired(inputs, split, modes))
+                fresh += sum(lp.add_cut(cut) for cut in seeds[before:])
+        if not fresh:
+            return False
+    return False
+
+
+def _roundings(
+    part: Partition, stage_layers: tuple[float, ...], boundaries: list[int]
+) -> list[tuple[int, ...]]:
+    """Splits that round one more of the LP's cumulative counts the other way (down instead
+    of up or up instead of down), the first boundary of `boundaries` first, then two."""
+    cum = list(itertools.accumulate(stage_layers))
+    b = part.bounds
+    other = {}
+    for s in boundaries:
+        alt = math.floor(cum[s - 1]) if b[s] > cum[s - 1] else math.ceil(cum[s - 1])
+        if b[s - 1] < alt < b[s + 1] and alt != b[s]:
+            other[s] = alt
+    out = []
+    keys = list(other)
+    for s in keys:
+        out.append((*b[:s], other[s], *b[s + 1 :]))
+    for s, t in itertools.pairwise(keys):
+        if abs(s - t) > 1:
+            nb = list(b)
+            nb[s], nb[t] = other[s], other[t]
+            out.append(tuple(nb))
+    return out
+
+
+def unclear_first(stage_layers: tuple[float, ...]) -> list[int]:
+    """Inner boundaries 1 .. S-1 by how close the LP's cumulative layer count before them is
+    to a half (the roundings most likely to be wrong first)."""
+    cum = list(itertools.accumulate(stage_layers))
+    return sorted(range(1, len(stage_layers)), key=lambda s: abs(cum[s - 1] % 1.0 - 0.5))
 
 
 def _cut_settles(inputs: PartitionInputs, cuts: list[PathCut], limit_s: float) -> bool:
@@ -194,12 +296,17 @@ def _units(limit_s: float, scale: float) -> int:
     return math.ceil(limit_s * (1 - REL_TOL) * scale) - 1
 
 
-def _neighbours(part: Partition) -> list[Partition]:
+def _neighbours(
+    part: Partition, order: list[int] | None = None, limit: int | None = None
+) -> list[Partition]:
     """Partitions one boundary move away (layers keep their modes): their critical paths are
-    the cuts the next solve would otherwise discover one at a time."""
-    out = []
+    the cuts the next solve would otherwise discover one at a time. `order`: the boundaries
+    to move first; `limit`: at most that many partitions."""
+    out: list[Partition] = []
     b = part.bounds
-    for s in range(1, len(b) - 1):
+    for s in order if order is not None else range(1, len(b) - 1):
+        if limit is not None and len(out) >= limit:
+            break
         for step in (-1, 1):
             v = b[s] + step
             if b[s - 1] < v < b[s + 1]:

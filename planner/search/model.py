@@ -351,7 +351,15 @@ class PartitionModel:
         self.model.add_bool_or(lits)
 
     # ---- solve and decode -------------------------------------------------------------------
-    def solve(self, *, time_limit_s: float, workers: int, seed: int) -> SolveOutcome:
+    def solve(
+        self, *, time_limit_s: float, workers: int, seed: int, feasibility: bool = False
+    ) -> SolveOutcome:
+        """Minimise T + P, or with `feasibility` find any partition meeting the constraints
+        (the objective is dropped for good: the exactness loop only needs a partition under
+        the incumbent's bound, and proving that none exists is much faster without asking
+        CP-SAT for the minimum: 18.4B's pp = 2 interleaved vpp = 11, 11 s vs no proof in 20 s)."""
+        if feasibility and self.model.has_objective():
+            self.model.clear_objective()  # type: ignore[no-untyped-call]
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = max(time_limit_s, 0.001)
         solver.parameters.num_workers = workers
@@ -365,9 +373,8 @@ class PartitionModel:
         )
         if status in ("INFEASIBLE", "UNKNOWN"):
             return SolveOutcome(status, None, None, solver.wall_time)
-        return SolveOutcome(
-            status, self._decode(solver), int(solver.objective_value), solver.wall_time
-        )
+        objective = int(solver.objective_value) if self.model.has_objective() else None
+        return SolveOutcome(status, self._decode(solver), objective, solver.wall_time)
 
     def _decode(self, solver: cp_model.CpSolver) -> Partition:
         inp = self.inputs

@@ -1,0 +1,147 @@
+"""The LP relaxation of one configuration, kept between solves so that path cuts can be added:
+the cutting-plane phase of planner.search.exact.
+
+Same relaxation as planner.search.relax (GLOP; x[g, s, k] >= 0 a *fractional* number of run
+g's layers in stage s with mode k, every stage holds at least one layer, no contiguity):
+
+    minimise T + P  subject to
+        T >= len_c(x) + overhead_c        for every path cut c added so far
+        P >= post_r(x)                    per rank r (DP sync + optimizer)
+        memory_r(x) <= cap - fixed        per rank r
+
+Every real partition is a feasible point whose objective is at most its simulated step time,
+so each optimum is a lower bound of the configuration's optimum. Why it is kept: one LP with a
+few seed cuts is far below the optimum when stages hold one or two layers (18.4B, pp = 2
+interleaved with 22 stages: 0.986 of the incumbent), but the paths it is missing are the
+critical paths of partitions *near its own solution*. Rounding the fractional solution to a
+partition, simulating it and its one-boundary neighbours, and adding their critical paths
+raises it (0.986 -> 0.998 in 22 rounds there), and CP-SAT given those cuts proves in 0.1-0.6 s
+what it could not prove in 20 s with the seeds alone (docs/search.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ortools.linear_solver import pywraplp
+
+from planner.cost import MODE_INDEX, PartitionInputs
+from planner.search.model import layer_runs, undominated_modes
+from planner.search.paths import PathCut
+from planner.specs.base import RecomputeMode
+
+
+@dataclass(frozen=True)
+class LpPoint:
+    value_s: float  # the LP optimum: a lower bound of the configuration's step time
+    stage_layers: tuple[float, ...]  # fractional layers per stage at the optimum
+
+
+class CutLP:
+    """GLOP model of the relaxation; `add_cut` appends a row, `solve` re-solves."""
+
+    def __init__(self, inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> None:
+        self.inputs = inputs
+        self.modes = modes
+        self._cuts: list[PathCut] = []
+        self._seen: set[PathCut] = set()
+        self._build()
+
+    def _build(self) -> None:
+        inputs, modes = self.inputs, self.modes
+        runs = layer_runs(inputs)
+        self._first = [run.first for run in runs]
+        n, n_st = inputs.num_layers, inputs.num_stages
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver is None:  # pragma: no cover - GLOP ships with OR-Tools
+            raise RuntimeError("OR-Tools has no GLOP solver")
+        self.solver = solver
+        self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)
+        for g, run in enumerate(runs):
+            lo = max(0, run.first - (n - n_st))
+            hi = min(n_st - 1, run.first + run.count - 1)
+            for s in range(lo, hi + 1):
+                for mode in undominated_modes(inputs, run.first, modes):
+                    self.x[(g, s, MODE_INDEX[mode])] = solver.NumVar(0.0, run.count, "")
+        for g, run in enumerate(runs):
+            row = solver.Constraint(run.count, run.count)
+            for (gg, _, _), var in self.x.items():
+                if gg == g:
+                    row.SetCoefficient(var, 1.0)
+        for s in range(n_st):
+            row = solver.Constraint(1.0, solver.infinity())
+            for (_, ss, _), var in self.x.items():
+                if ss == s:
+                    row.SetCoefficient(var, 1.0)
+        self.t = solver.NumVar(0.0, solver.infinity(), "T")
+        self.p = solver.NumVar(0.0, solver.infinity(), "P")
+        # Memory rows in units of the room (cap - fixed), so that bytes (~1e10) and seconds
+        # (~1e-3 .. 10) stay within GLOP's tolerances: with raw bytes it reported the LP
+        # ABNORMAL after ~100 cuts on 18.4B's pp = 2 interleaved vpp = 12.
+        room = inputs.cap_bytes - inputs.fixed_bytes
+        unit = 1.0 / room if room > 0 else 1.0
+        for r in range(inputs.pp):
+            post = solver.Constraint(0.0, solver.infinity())
+            post.SetCoefficient(self.p, 1.0)
+            mem = solver.Constraint(-solver.infinity(), room * unit)
+            for (g, s, k), var in self.x.items():
+                if inputs.stage_rank[s] != r:
+                    continue
+                i = self._first[g]
+                post.SetCoefficient(var, -inputs.post_s[i])
+                act = inputs.inflight[s] * inputs.activation_bytes[i][k]
+                mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
+        solver.Minimize(self.t + self.p)
+
+    @property
+    def num_cuts(self) -> int:
+        return len(self._seen)
+
+    def add_cut(self, cut: PathCut) -> bool:
+        """T >= the path's length (p2p left out: >= 0). False if the cut is already in."""
+        if cut in self._seen:
+            return False
+        self._seen.add(cut)
+        self._cuts.append(cut)
+        self._add_row(cut)
+        return True
+
+    def _add_row(self, cut: PathCut) -> None:
+        inp = self.inputs
+        row = self.solver.Constraint(cut.length_s(inp.overhead_durations), self.solver.infinity())
+        row.SetCoefficient(self.t, 1.0)
+        for (g, s, k), var in self.x.items():
+            i = self._first[g]
+            v = cut.f[s] * inp.fw_s[i] + (cut.b[s] + cut.w[s]) * inp.bw_weight_s[i]
+            v += (cut.b[s] + cut.i[s]) * inp.bw_input_s[i][k]
+            if v:
+                row.SetCoefficient(var, -v)
+
+    def solve(self) -> LpPoint | None:
+        """The LP optimum, or None. GLOP's warm re-solve after many added rows sometimes ends
+        ABNORMAL (18.4B, pp = 2 interleaved vpp = 12, ~140 cuts); the LP is then rebuilt
+        with every cut and solved cold once."""
+        if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
+            self._build()
+            for cut in self._cuts:
+                self._add_row(cut)
+            if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
+                return None
+        layers = [0.0] * self.inputs.num_stages
+        for (_, s, _), var in self.x.items():
+            layers[s] += var.solution_value()
+        return LpPoint(self.solver.Objective().Value(), tuple(layers))
+
+
+def rounded_bounds(stage_layers: tuple[float, ...], num_layers: int) -> tuple[int, ...]:
+    """Stage boundaries nearest to fractional layer counts: each boundary is the rounded
+    cumulative count, kept inside [previous + 1, num_layers - stages after it]."""
+    n_st = len(stage_layers)
+    bounds = [0]
+    cum = 0.0
+    for s in range(n_st - 1):
+        cum += stage_layers[s]
+        hi = num_layers - (n_st - 1 - s)
+        bounds.append(max(bounds[-1] + 1, min(hi, round(cum))))
+    bounds.append(num_layers)
+    return tuple(bounds)

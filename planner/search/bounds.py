@@ -238,25 +238,30 @@ def _integer_curve(
     counts' prefix sums). Never below the LP (fractional-layer) relaxation it replaces: a
     layer's recompute is not divisible, and for memory-bound configurations one layer's full
     recompute is 1-2 % of the step."""
-    out = []
-    for x in range(start, top + 1):
-        levels = (*fixed, *([least] * x))
-        out.append(_least_recompute(need0 + x * per_free, levels, options))
-    return tuple(out)
+    # the levels for x are a prefix of those for top (least <= every fixed count): one
+    # prefix-sum array serves every x
+    prefix = list(itertools.accumulate((*fixed, *([least] * top)), initial=0))
+    return tuple(
+        _least_recompute(need0 + x * per_free, prefix, len(fixed) + x, options)
+        for x in range(start, top + 1)
+    )
 
 
 def _least_recompute(
-    need: float, levels: tuple[int, ...], options: tuple[tuple[float, float], ...]
+    need: float, prefix: list[int], n: int, options: tuple[tuple[float, float], ...]
 ) -> float:
-    """Least seconds to free `need` bytes with whole layers (levels sorted descending)."""
+    """Least seconds to free `need` bytes with the first n whole layers, `prefix` the prefix
+    sums of their in-flight counts sorted descending."""
     tol = 1e-9 * max(1.0, abs(need))
     if need <= tol:
         return 0.0
-    prefix = list(itertools.accumulate(levels, initial=0))
-    n = len(levels)
     if not options:
         return float("inf")
     (d1, c1), rest = options[0], options[1:]
+    if d1 * prefix[n] < need - tol:  # every layer in the mode that saves most is not enough
+        return float("inf")
+    if not rest:  # the fewest layers, those of highest in-flight count first
+        return bisect.bisect_left(prefix, (need - tol) / d1, lo=0, hi=n + 1) * c1
     best = float("inf")
     for f in range(n + 1):
         cost1 = f * c1
@@ -266,11 +271,9 @@ def _least_recompute(
         if left <= tol:
             best = cost1
             break
-        if not rest:
-            continue
         d2, c2 = rest[0]
         target = prefix[f] + (left - tol) / d2
-        k = bisect.bisect_left(prefix, target, lo=f)
+        k = bisect.bisect_left(prefix, target, lo=f, hi=n + 1)
         if k <= n:
             best = min(best, cost1 + (k - f) * c2)
     return best

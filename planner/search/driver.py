@@ -201,8 +201,11 @@ def _sweep(
         ):
             out.group_time_pruned += len(members)
             continue
-        entries = []
-        for cfg in members:
+        entries: list[Entry] = []
+        for i, cfg in enumerate(members):
+            if out.best is not None and out.now() >= share_s:  # a big group: stop inside it
+                out.entries.extend(entries)
+                return [members[i:], *groups[done + 1 :]]
             try:
                 inputs = partition_inputs(request, cfg.candidate(), source=src)
             except SpecError:

@@ -127,7 +127,7 @@ def solve_config(
     for known in scored_hints:
         consider(known.partition, known)
     if split == "any" and result.best is not None:
-        for better in _descend(inputs, result.best, modes):
+        for better in _descend(inputs, result.best, modes, time_left=time_left):
             consider(better.partition, better)
     limit = _bound(bound_s, result.best)
     if limit is not None and _cut_settles(inputs, seeds, limit):
@@ -315,7 +315,11 @@ def _neighbours(
 
 
 def _descend(
-    inputs: PartitionInputs, start: Scored, modes: tuple[RecomputeMode, ...], rounds: int = 24
+    inputs: PartitionInputs,
+    start: Scored,
+    modes: tuple[RecomputeMode, ...],
+    rounds: int = 24,
+    time_left: Callable[[], float] | None = None,
 ) -> list[Scored]:
     """Hill climbing on the stage split (a heuristic, for a better incumbent and hint: the
     optimum often splits layers unevenly inside a rank, which no balanced split finds): move
@@ -325,6 +329,8 @@ def _descend(
     cur = start
     seen = {start.partition.bounds}
     for _ in range(rounds):
+        if time_left is not None and time_left() <= 0:
+            break
         step: Scored | None = None
         for near in _neighbours(cur.partition):
             if near.bounds in seen:

@@ -49,7 +49,8 @@ def test_least_recompute_equals_brute_force(seed: int) -> None:
     most = sum(levels) * max(d for d, _ in raw)
     need = rng.uniform(-1.0, most * 1.1)
     expected = brute_force(need, levels, list(raw))
-    got = _least_recompute(need, levels, options)
+    prefix = list(itertools.accumulate(levels, initial=0))
+    got = _least_recompute(need, prefix, len(levels), options)
     if expected == float("inf"):
         assert got == float("inf")
     else:

@@ -45,7 +45,7 @@ from torch import nn
 from planner.specs.model import ActionOverhead
 from profiler.timing import synchronize
 
-__all__ = ["PositionOverhead", "measure_action_overhead"]
+__all__ = ["POSITIONS", "PositionOverhead", "measure_action_overhead", "note"]
 
 POSITIONS = ("first", "middle", "last")
 _NUM_STAGES = 3

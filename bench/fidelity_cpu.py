@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -143,6 +143,19 @@ def profile(
         warmup=3,
     )
     return profile_model(source, options).profile
+
+
+def speed_probe(duration_s: float = 1.0, *, arch: ModelArch = ARCH) -> float:
+    """Seconds per fw+bw of the whole model, one micro-batch, single-threaded, alone (the
+    contention measurement's workload, `profiler.contention`): this host's compute speed now.
+    A diagnostic only: probed after profiling and before each run, the ratio says how much
+    slower the host computes at the run than when it was profiled; nothing is scaled by it."""
+    from profiler.contention import _time_per_iter, _workload
+
+    torch.set_num_threads(1)
+    source = ModelSource(name=arch.display_name, seq_length=SEQ, arch=arch)
+    run = _workload(source, tp=1, mbs=MBS, dtype=torch.float32, device="cpu", seed=0)
+    return _time_per_iter(run, duration_s)[0]
 
 
 def contention_matched(
@@ -342,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         prof = ModelProfile.model_validate_json(a.profile.read_text())
     else:
         prof = profile(repeats=10)
+    baseline_s = speed_probe()  # the host's speed right after profiling
     if a.save_profile is not None:
         a.save_profile.write_text(prof.model_dump_json(indent=1))
     configs = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
@@ -392,9 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         reports: list[list[RunReport]] = [[] for _ in chosen]
         loads: list[list[float]] = [[] for _ in chosen]
         busy: list[list[float]] = [[] for _ in chosen]
+        slow: list[list[float]] = [[] for _ in chosen]
         for k in range(a.repeats):
             for i, (label, plan, _) in enumerate(chosen):
                 busy[i].append(wait_quiet(a.quiet_below, a.quiet_wait_s))
+                slow[i].append(round(speed_probe() / baseline_s, 3))
                 loads[i].append(round(os.getloadavg()[0], 2))
                 work = Path(tmp) / f"run{i}_{k}"
                 work.mkdir()
@@ -402,11 +418,10 @@ def main(argv: list[str] | None = None) -> int:
                 reports[i].append(rep)
                 progress(k, a.repeats, label, plan, rep, loads[i][-1], busy[i][-1])
         for i, (label, plan, plan_prof) in enumerate(chosen):
-            rows.append(
-                compare(
-                    label, plan, reports[i], loads[i], links.get(plan.num_gpus), plan_prof, busy[i]
-                )
+            row = compare(
+                label, plan, reports[i], loads[i], links.get(plan.num_gpus), plan_prof, busy[i]
             )
+            rows.append(replace(row, host_slowdown=slow[i]))
         if not a.json:
             print_table(rows)
     if a.markdown is not None:

@@ -65,6 +65,9 @@ class RunRow:
     stages: list[StageRow]
     # the profile's per-action overhead the plan was made with (F, B, I, W), microseconds
     action_overhead_us: dict[str, float] | None = None
+    # per repeat: the host's fw+bw time alone right before the run / right after profiling
+    # (bench/fidelity_cpu.py speed_probe; a diagnostic, nothing is scaled by it)
+    host_slowdown: list[float] | None = None
 
 
 def factor_of(prof: ModelProfile) -> float:
@@ -252,10 +255,10 @@ def markdown(rows: list[RunRow]) -> str:
     """The docs/runner.md table: one row per plan."""
     out = [
         "| plan | profile × (cores busy) | step pred → meas (ms) | error | spread | busy / pred "
-        "| busy CPU / pred | error at meas. speed "
+        "| busy CPU / pred | error at meas. speed | host slowdown before runs "
         "| bubble pred → meas | activation error (stage) | peak error | load avg "
         "| cores busy before |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
@@ -271,7 +274,8 @@ def markdown(rows: list[RunRow]) -> str:
             f"{r.step_time_spread:.1%} | {r.compute_speed_ratio:.2f} | "
             + ("–" if r.compute_cpu_ratio is None else f"{r.compute_cpu_ratio:.2f}")
             + f" | {r.step_time_error_speed_adjusted:+.1%} | "
-            f"{r.predicted_bubble:.3f} → {r.measured_bubble:.3f} | "
+            + (", ".join(f"{x:.2f}" for x in r.host_slowdown) if r.host_slowdown else "–")
+            + f" | {r.predicted_bubble:.3f} → {r.measured_bubble:.3f} | "
             f"{r.memory_error:+.2%} ({r.worst_stage}) | {r.peak_memory_error:+.1%} | "
             f"{', '.join(f'{x:.1f}' for x in r.load_average)} | "
             f"{', '.join(f'{x:.1f}' for x in r.busy_cores_before)} |"

@@ -27,6 +27,9 @@ Method (docs/runner.md, "Fidelity"):
    (/proc/stat); `--quiet-below C` first waits until fewer than C cores are busy. Every run
    prints a line on stderr: predicted -> measured step time, bubble and worst-stage
    activation bytes, with signed relative errors.
+   Before each run (and once right after profiling) `speed_probe` times the whole model's
+   fw+bw alone for 1 s: `host_slowdown` is their ratio, a diagnostic of the host's speed drift
+   between profile and run (nothing is scaled by it).
 Errors are signed and relative: (measured - predicted) / predicted. `memory_error` is that of the
 stage with the largest |error| in saved-activation bytes (the profile's unit, the goal of 5 %);
 `peak_memory_error` compares a rank's measured params + grads + optimizer + peak activations

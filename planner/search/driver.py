@@ -37,6 +37,7 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
 from planner.search.model import StageSplit
 from planner.search.partition import score
+from planner.search.paths import PathCut
 from planner.search.space import Config, enumerate_configs, stage_split
 from planner.specs.request import PlanRequest
 
@@ -143,9 +144,10 @@ def run_search(
                 capped.append(entry)  # its share ran out, not the search's time
         for entry in capped:
             if elapsed() < limit:
+                known = tuple(entry.result.paths) if entry.result is not None else ()
                 entry.verdict, entry.result = "pending", None
                 solver_s += _visit(
-                    request, out, entry, split, num_layers, lambda: limit - elapsed()
+                    request, out, entry, split, num_layers, lambda: limit - elapsed(), known
                 )
         if not pending or elapsed() >= limit:
             break
@@ -232,8 +234,10 @@ def _visit(
     split: StageSplit,
     n: int,
     time_left: Callable[[], float],
+    known_paths: tuple[PathCut, ...] = (),
 ) -> float:
-    """Bound, then solve one configuration; returns the CP-SAT time spent."""
+    """Bound, then solve one configuration (`known_paths`: its cuts from a capped first
+    pass); returns the CP-SAT time spent."""
     inputs, cfg = entry.inputs, entry.config
     if entry.verdict == "dominated":
         return 0.0
@@ -277,6 +281,7 @@ def _visit(
             workers=request.search.workers,
             seed=request.search.seed,
             time_left=time_left,
+            known_paths=known_paths,
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls

@@ -71,6 +71,7 @@ class ConfigResult:
     cuts: int = 0
     solver_wall_s: float = 0.0
     evaluated: list[Scored] = field(default_factory=list)
+    paths: list[PathCut] = field(default_factory=list)  # every path cut it collected
 
 
 def horizon_s(inputs: PartitionInputs) -> float:
@@ -97,11 +98,16 @@ def solve_config(
     seed: int = 0,
     neighbours: bool = True,
     time_left: Callable[[], float] | None = None,
+    known_paths: tuple[PathCut, ...] = (),
 ) -> ConfigResult:
-    """Find the partition with the lowest simulated step time under the cap, provably."""
+    """Find the partition with the lowest simulated step time under the cap, provably.
+    `known_paths`: path cuts of this configuration found before (an earlier, capped call's
+    `paths`), added to the seeds: every path is a valid cut for every partition."""
     sched = schedule_of(inputs)
     result = ConfigResult(status="UNKNOWN", best=None)
     seeds = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    seeds += [cut for cut in dict.fromkeys(known_paths) if cut not in seeds]
+    result.paths = seeds
     if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
         result.status = "BOUNDED"  # the whole-layer cut floor reaches the bound: no solve
         return result

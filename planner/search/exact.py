@@ -4,15 +4,19 @@ For one configuration:
 
 1. Seed the model with one path cut per pipeline rank (its busy time: every action of the
    rank in order is a path) and the critical paths of the hint partitions.
-2. Solve: minimise T + P (a lower bound of the step time, see planner.search.model) subject to
-   T + P <= K, where K is the best simulated step time known (this configuration's or the
-   whole search's), scaled, times (1 - 5e-10), minus one unit.
-3. INFEASIBLE: no partition can beat K — the incumbent is optimal (to a relative 5e-10),
+2. Cutting planes on the LP relaxation (_lp_phase, planner.search.cutlp): round the LP's
+   fractional split, simulate it and its neighbours, add their critical paths; the LP alone
+   may already reach K (below) and settle the configuration.
+3. Solve: with an incumbent, any partition with T + P <= K (a feasibility problem: T + P is a
+   lower bound of the step time, see planner.search.model), where K is the best simulated step
+   time known (this configuration's or the whole search's), scaled, times (1 - 5e-10), minus
+   one unit; without one, minimise T + P.
+4. INFEASIBLE: no partition can beat K — the incumbent is optimal (to a relative 5e-10),
    or the configuration cannot beat the search's incumbent, or (no incumbent) nothing fits.
-4. Otherwise decode the partition, score it with the simulator (planner.search.partition),
+5. Otherwise decode the partition, score it with the simulator (planner.search.partition),
    keep it if it is better, add its critical path as a cut (its bound now equals its
    simulated time up to the rounding of ~3L + S units of 2^-38 of the reference), and if rounding
-   or memory rounding still lets it through, a no-good cut on exactly that partition. Go to 2.
+   or memory rounding still lets it through, a no-good cut on exactly that partition. Go to 3.
 
 Every cut is a valid lower bound, so no partition better than the incumbent is ever cut off;
 each iteration cuts off the decoded partition, so the loop ends. The time limit is CP-SAT's:
@@ -209,9 +213,9 @@ def _lp_phase(
     one-boundary neighbours, add their critical paths (to the LP and, through `consider`, to
     the CP-SAT model), repeat. True if the LP floor reaches the bound (nothing can beat it);
     stops when a round adds no new path or after `rounds`. The partitions it simulates may
-    also improve the incumbent. Each round simulates at most LP_MOVES neighbours: on deep
-    pipelines, the moves of the boundaries whose LP position is least clear (fraction nearest
-    one half)."""
+    also improve the incumbent. Each round simulates the neighbours that moving the
+    boundaries whose LP position is least clear (fraction nearest one half) gives first: all of
+    them while moves x schedule actions stays under LP_ACTION_BUDGET, at least LP_MOVES."""
     if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS:
         return False
     lp = CutLP(inputs, modes)
@@ -231,7 +235,7 @@ def _lp_phase(
         if point.value_s >= bound * (1 + LP_MARGIN):
             return True
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
-        order = unclear_first(point.stage_layers)
+        order = _unclear_first(point.stage_layers)
         fresh = 0
         for near in (part, *_neighbours(part, order, moves)):
             before = len(seeds)
@@ -271,7 +275,7 @@ def _roundings(
     return out
 
 
-def unclear_first(stage_layers: tuple[float, ...]) -> list[int]:
+def _unclear_first(stage_layers: tuple[float, ...]) -> list[int]:
     """Inner boundaries 1 .. S-1 by how close the LP's cumulative layer count before them is
     to a half (the roundings most likely to be wrong first)."""
     cum = list(itertools.accumulate(stage_layers))

@@ -35,7 +35,9 @@ Constraints.
 
 Objective given to CP-SAT:  minimise T + P  — a lower bound of the step time
 (simulated pipeline makespan + slowest rank's post time) that tightens as cuts are added;
-planner.search.exact turns it into an exact search.
+planner.search.exact turns it into an exact search. Once an incumbent bounds T + P <= K, the
+objective is dropped (`solve(feasibility=True)`): any partition under K is simulated next, and
+CP-SAT refutes "some partition has T + P <= K" much faster than it proves a minimum.
 """
 
 from __future__ import annotations

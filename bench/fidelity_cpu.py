@@ -30,6 +30,12 @@ Method (docs/runner.md, "Fidelity"):
    Before each run (and once right after profiling) `speed_probe` times the whole model's
    fw+bw alone for 1 s: `host_slowdown` is their ratio, a diagnostic of the host's speed drift
    between profile and run (nothing is scaled by it).
+   `--reprofile`: right before every run (every repeat of every plan) the model is profiled
+   again and the contention factor of that plan's rank count measured again, and the plan
+   (the same configuration and stages) is predicted from them; each run is compared with its
+   own prediction and the table gives the medians of the per-repeat errors. On a host whose
+   speed drifts within minutes this compares like with like: profile and run are seconds
+   apart (a profile takes ~2 s, the contention measurement ~8 s).
 Errors are signed and relative: (measured - predicted) / predicted. `memory_error` is that of the
 stage with the largest |error| in saved-activation bytes (the profile's unit, the goal of 5 %);
 `peak_memory_error` compares a rank's measured params + grads + optimizer + peak activations
@@ -64,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 from bench.fidelity_report import (  # noqa: E402
     RunRow,
     compare,
+    compare_repeats,
     factor_of,
     markdown,
     print_table,
@@ -350,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--reprofile",
         action="store_true",
-        help="profile again right before each plan's runs and re-predict the same plan with it "
-        "(the profile then sees the machine's load of the moment)",
+        help="profile again, and measure the contention factor of the plan's rank count, right "
+        "before every run, and predict that run's plan (same stages) from them: profile and run "
+        "see the host's speed of the same minute",
     )
     a = p.parse_args(argv)
     if a.profile is not None:
@@ -364,11 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     configs = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
     rank_counts = sorted({c.candidate.pp * c.candidate.dp * c.candidate.tp for c in configs})
 
-    def matched(base: ModelProfile) -> Profiles:
+    def matched(base: ModelProfile, counts: tuple[int, ...] = (*rank_counts, 2, 4)) -> Profiles:
         if a.contention == "none":
-            return {n: base for n in (*rank_counts, 2, 4)}
+            return {n: base for n in counts}
         out: Profiles = {}
-        for n in sorted({*rank_counts, 2, 4}):
+        for n in sorted(set(counts)):
             busy = wait_quiet(a.quiet_below, a.quiet_wait_s)  # other work skews the factor
             basis = "model" if a.contention == "model" else "measured"
             scaled = contention_matched(base, n, basis=basis)
@@ -394,15 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             links = {n: measure_links(n, Path(tmp)) for n in sorted({2, 4})}
             if not a.json:
                 print(f"measured links (profiler.network, gloo): {links}")
-        todo = plans(profs, configs, links) + searched_plans(profs, links)
-        chosen: list[tuple[str, Plan, ModelProfile]] = []
-        for label, first in todo:
-            plan, plan_prof = first, profs[first.num_gpus]
-            if a.reprofile:
-                plan_prof = matched(profile(repeats=10))[first.num_gpus]
-                req = request_for(plan_prof, first.num_gpus, first.global_batch_size, links=links)
-                plan = fixed_plan(req, first.candidate())
-            chosen.append((label, plan, plan_prof))
+        chosen = plans(profs, configs, links) + searched_plans(profs, links)
         # Round-robin: repeat k of every plan before repeat k + 1 of any, so that a burst of
         # other work lands on one repeat of several plans (the median drops it), not on all
         # the repeats of one plan.
@@ -410,20 +410,40 @@ def main(argv: list[str] | None = None) -> int:
         loads: list[list[float]] = [[] for _ in chosen]
         busy: list[list[float]] = [[] for _ in chosen]
         slow: list[list[float]] = [[] for _ in chosen]
+        # --reprofile: each run's own profile and contention factor, measured right before it
+        run_plans: list[list[Plan]] = [[] for _ in chosen]
+        run_profs: list[list[ModelProfile]] = [[] for _ in chosen]
         for k in range(a.repeats):
-            for i, (label, plan, _) in enumerate(chosen):
+            for i, (label, first) in enumerate(chosen):
+                plan, base_s = first, baseline_s
+                if a.reprofile:
+                    # The host's speed drifts by 20-25 % within minutes here: profile it again
+                    # (2 s) and measure the contention factor of this plan's rank count (7 s)
+                    # right before the run, and predict the same plan (same stages) from them.
+                    ranks = first.num_gpus
+                    fresh = profile(repeats=10)
+                    base_s = speed_probe()
+                    plan_prof = matched(fresh, (ranks,))[ranks]
+                    req = request_for(plan_prof, ranks, first.global_batch_size, links=links)
+                    plan = fixed_plan(req, first.candidate())
+                    run_plans[i].append(plan)
+                    run_profs[i].append(plan_prof)
                 busy[i].append(wait_quiet(a.quiet_below, a.quiet_wait_s))
-                slow[i].append(round(speed_probe() / baseline_s, 3))
+                slow[i].append(round(speed_probe() / base_s, 3))
                 loads[i].append(round(os.getloadavg()[0], 2))
                 work = Path(tmp) / f"run{i}_{k}"
                 work.mkdir()
                 rep = run_plan(plan, work, steps=a.steps, warmup=a.warmup)
                 reports[i].append(rep)
                 progress(k, a.repeats, label, plan, rep, loads[i][-1], busy[i][-1])
-        for i, (label, plan, plan_prof) in enumerate(chosen):
-            row = compare(
-                label, plan, reports[i], loads[i], links.get(plan.num_gpus), plan_prof, busy[i]
-            )
+        for i, (label, plan) in enumerate(chosen):
+            lk = links.get(plan.num_gpus)
+            if a.reprofile:
+                row = compare_repeats(
+                    label, run_plans[i], run_profs[i], reports[i], loads[i], lk, busy[i]
+                )
+            else:
+                row = compare(label, plan, reports[i], loads[i], lk, profs[plan.num_gpus], busy[i])
             rows.append(replace(row, host_slowdown=slow[i]))
         if not a.json:
             print_table(rows)

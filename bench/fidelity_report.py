@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.plan import Plan
 from planner.runreport import RunReport
@@ -68,6 +68,10 @@ class RunRow:
     # per repeat: the host's fw+bw time alone right before the run / right after profiling
     # (bench/fidelity_cpu.py speed_probe; a diagnostic, nothing is scaled by it)
     host_slowdown: list[float] | None = None
+    # with --reprofile: each repeat's own prediction (profile and contention factor measured
+    # right before that run); the errors above are then medians of the per-repeat errors
+    repeat_predicted_s: list[float] | None = None
+    repeat_factors: list[float] | None = None
 
 
 def factor_of(prof: ModelProfile) -> float:
@@ -81,6 +85,52 @@ def _busy_note(prof: ModelProfile | None) -> float | None:
 
 def _rel(measured: float, predicted: float) -> float:
     return (measured - predicted) / predicted if predicted else float("nan")
+
+
+def compare_repeats(
+    label: str,
+    plans: list[Plan],
+    profiles: list[ModelProfile],
+    reports: list[RunReport],
+    loads: list[float],
+    links: dict[str, float] | None = None,
+    busy_before: list[float] | None = None,
+) -> RunRow:
+    """Each repeat against its own prediction (`plans[k]` made from `profiles[k]`, measured
+    right before run k): step-time errors, busy ratios and the error at the measured speed are
+    the medians of the per-repeat values; the stage rows and memory are those of the repeat
+    whose prediction is the median one (memory does not depend on the host's speed)."""
+    rows = [
+        compare(label, p, [r], [ld], links, pr, None)
+        for p, pr, r, ld in zip(plans, profiles, reports, loads, strict=True)
+    ]
+    order = sorted(range(len(rows)), key=lambda k: rows[k].predicted_step_time_s)
+    mid = order[len(order) // 2]
+    base = compare(label, plans[mid], reports, loads, links, profiles[mid], busy_before)
+    cpu = [r.compute_cpu_ratio for r in rows]
+    cpu_ratio = None if any(x is None for x in cpu) else statistics.median(x or 0.0 for x in cpu)
+    speed = statistics.median(r.compute_speed_ratio for r in rows)
+    factors = [r.contention_factor for r in rows]
+    busy_c = [r.busy_cores_before_contention for r in rows]
+    return replace(
+        base,
+        predicted_step_time_s=statistics.median(r.predicted_step_time_s for r in rows),
+        step_time_error=statistics.median(r.step_time_error for r in rows),
+        compute_speed_ratio=speed,
+        compute_cpu_ratio=cpu_ratio,
+        contention=speed / cpu_ratio if cpu_ratio else None,
+        step_time_error_speed_adjusted=statistics.median(
+            r.step_time_error_speed_adjusted for r in rows
+        ),
+        predicted_bubble=statistics.median(r.predicted_bubble for r in rows),
+        bubble_error_abs=base.measured_bubble - statistics.median(r.predicted_bubble for r in rows),
+        contention_factor=statistics.median(factors),
+        busy_cores_before_contention=None
+        if any(x is None for x in busy_c)
+        else max(x or 0.0 for x in busy_c),
+        repeat_predicted_s=[r.predicted_step_time_s for r in rows],
+        repeat_factors=factors,
+    )
 
 
 def compare(
@@ -263,7 +313,11 @@ def markdown(rows: list[RunRow]) -> str:
     for r in rows:
         out.append(
             f"| {r.label} ({r.schedule} pp{r.pp} dp{r.dp} vpp{r.vpp} m{r.microbatches}) | "
-            f"{r.contention_factor:.2f}"
+            + (
+                ", ".join(f"{x:.2f}" for x in r.repeat_factors)
+                if r.repeat_factors
+                else f"{r.contention_factor:.2f}"
+            )
             + (
                 ""
                 if r.busy_cores_before_contention is None

@@ -13,17 +13,22 @@ Measured, not assumed: in this process (a gloo process group of one rank, create
 none exists: no message is ever sent), a `PipelineStage` of a near-zero-cost module (one
 parameter, `x * w`) is prepared as a schedule prepares it (static metadata, the stage's
 forward and backward infrastructure) and its entry points are called directly, chunk after
-chunk, as a schedule calls them; the same module is called directly in the same rounds
-(forward; `torch.autograd.backward` for B; `torch.autograd.grad` w.r.t. the input for I).
+chunk, as a schedule calls them; the same module is called directly in the same rounds,
+through the same functions the profiler times a layer's actions with (forward;
+`torch.autograd.backward` for B; torch's `stage_backward_input` and `stage_backward_weight`
+for a split backward's I and W, as `profiler.layer_profiler` times `split_bw_input_s` and
+`split_bw_weight_s`), so that what the layers' times already hold is not counted twice.
 Per action kind, overhead = median(stage call) - median(direct call), with
     F = forward_one_chunk - module(x)
     B = backward_one_chunk(full_backward=True) - autograd.backward(out)
-    I = backward_one_chunk(full_backward=False) - autograd.grad(out, x)
-    W = backward_weight_one_chunk - (autograd.backward(out) - autograd.grad(out, x))
-each clamped at 0. It is measured for a first stage (no activations received; the input
-does not require grad, like token ids), a middle stage and a last stage (whose backward
-starts from the loss), and the profile stores the mean of the three: a plan's stages are
-first, middle or last, and the cost model has one overhead per action kind. The keyword
+    I = backward_one_chunk(full_backward=False) - stage_backward_input(out, x)
+    W = backward_weight_one_chunk - stage_backward_weight(groups)
+(a first stage: I - 0 and W - autograd.backward(out): its I does nothing and its W runs the
+full backward), each clamped at 0. It is measured for a first stage (no activations
+received; the input does not require grad, like token ids), a middle stage and a last stage
+(whose backward starts from the loss), and the profile stores the mean of the three: a
+plan's stages are first, middle or last, and the cost model has one overhead per action
+kind. The keyword
 argument `labels` is passed to every stage, as the runner (profiler.run_plan) does.
 
 Uses PipelineStage's preparation methods (`_prepare_forward_infra`, `_prepare_backward_infra`,
@@ -41,6 +46,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
 from planner.specs.model import ActionOverhead
 from profiler.timing import synchronize
@@ -80,7 +86,7 @@ class PositionOverhead:
             f_s=max(0.0, s["F"] - d["F"]),
             b_s=max(0.0, s["B"] - d["B"]),
             i_s=max(0.0, s["I"] - d["I"]),
-            w_s=max(0.0, s["W"] - max(0.0, d["B"] - d["I"])),
+            w_s=max(0.0, s["W"] - d["W"]),
         )
 
 
@@ -92,6 +98,13 @@ def _timed(device: torch.device, fn: Callable[..., Any], *args: Any, **kwargs: A
     out = fn(*args, **kwargs)
     synchronize(device)
     return out, time.perf_counter() - t0
+
+
+def _split_input(
+    y: torch.Tensor, grads: list[torch.Tensor] | None, x: torch.Tensor, module: nn.Module
+) -> list[dict[str, Any]]:
+    _, groups = stage_backward_input([y], grads, [x], module.parameters())
+    return groups
 
 
 def _stage(
@@ -139,7 +152,7 @@ def _measure_position(
     group: Any,
 ) -> PositionOverhead:
     samples: dict[str, list[float]] = {k: [] for k in ("F", "B", "I", "W")}
-    direct: dict[str, list[float]] = {k: [] for k in ("F", "B", "I")}
+    direct: dict[str, list[float]] = {k: [] for k in ("F", "B", "I", "W")}
     first = position == "first"
     dev = device
     for split in (False, True):
@@ -159,11 +172,18 @@ def _measure_position(
                 xi = x if first else x.clone().requires_grad_(True)
                 y, d_f = _timed(dev, module, xi, **kwargs)
                 grad = None if y.dim() == 0 else torch.ones_like(y)
-                d_i = d_b = 0.0
-                if split and not first:  # (a first stage's input has no gradient to take)
-                    _, d_i = _timed(dev, torch.autograd.grad, y, xi, grad)
-                elif not split:
+                d_i = d_b = d_w = 0.0
+                if split and not first:
+                    # what the profile's split I and W time on a layer (layer_profiler)
+                    groups, d_i = _timed(
+                        dev, _split_input, y, None if grad is None else [grad], xi, module
+                    )
+                    _, d_w = _timed(dev, stage_backward_weight, module.parameters(), groups)
+                else:
+                    # B; and a first stage's W, which runs the full backward (its input has
+                    # no gradient to take: its I does nothing, the profile's split I is 0)
                     _, d_b = _timed(dev, torch.autograd.backward, y, grad)
+                    d_w = d_b
                 if not keep:
                     continue
                 samples["F"].append(t_f)
@@ -172,6 +192,7 @@ def _measure_position(
                     samples["I"].append(t_b)
                     samples["W"].append(t_w)
                     direct["I"].append(d_i)
+                    direct["W"].append(d_w)
                 else:
                     samples["B"].append(t_b)
                     direct["B"].append(d_b)
@@ -249,7 +270,7 @@ def note(per: tuple[PositionOverhead, ...]) -> str:
             f"{p.position}: F {us(p.stage_s['F'])}-{us(p.direct_s['F'])}={us(o.f_s)}, "
             f"B {us(p.stage_s['B'])}-{us(p.direct_s['B'])}={us(o.b_s)}, "
             f"I {us(p.stage_s['I'])}-{us(p.direct_s['I'])}={us(o.i_s)}, "
-            f"W {us(p.stage_s['W'])}-({us(p.direct_s['B'])}-{us(p.direct_s['I'])})={us(o.w_s)}"
+            f"W {us(p.stage_s['W'])}-{us(p.direct_s['W'])}={us(o.w_s)}"
         )
     return "us, stage call - direct call: " + "; ".join(parts)
 

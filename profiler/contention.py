@@ -221,6 +221,8 @@ def _scale_cost(c: LayerCost, k: float) -> LayerCost:
             "bw_input_s": c.bw_input_s * k,
             "bw_weight_s": c.bw_weight_s * k,
             "recompute_s": ModeValues(none=r.none * k, selective=r.selective * k, full=r.full * k),
+            "split_bw_input_s": None if c.split_bw_input_s is None else c.split_bw_input_s * k,
+            "split_bw_weight_s": None if c.split_bw_weight_s is None else c.split_bw_weight_s * k,
         }
     )
 

@@ -12,8 +12,14 @@ produce (`profiler.layer_source`):
   outputs that lead to a requested input); `bw_input_s` = median(I) and
   `bw_weight_s` = median over rounds of (B - I), i.e. W = B - I (Qi et al. 2024 split B into I
   and W). Layers whose input is not differentiable (token ids) have I = 0, W = B.
+- split backward as torch.distributed.pipelining runs it (zb-h1, zbv): `split_bw_input_s` =
+  `stage_backward_input` on the layer (autograd.grad plus its graph walk and hooks),
+  `split_bw_weight_s` = `stage_backward_weight` on the parameter groups it recorded (one
+  autograd call per group). Measured, because they cost more than I and W above (I + W = B).
+  A layer whose input is not differentiable: split I = 0, split W = B (torch's first stage).
 - recompute: `selective` re-runs the attention core softmax(QK^T)V (timed on the block's own
-  q, k, v); `full` re-runs the whole forward (= `fw_s`); `none` is 0.
+  q, k, v); `full` = (forward + backward of the layer inside torch's `checkpoint_wrapper`, as
+  the runner wraps it) - (the plain layer's forward + backward), paired rounds; `none` is 0.
 - activation bytes per recompute mode, counted exactly with `saved_tensors_hooks`
   (`profiler.saved_tensors`): per storage, parameters and buffers excluded.
 - parameter bytes and count (one tp rank), output bytes (what a stage boundary carries),
@@ -40,6 +46,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from planner.specs import LayerCost, ModelProfile, ModeValues, ProfilePoint
@@ -49,7 +56,7 @@ from profiler.action_overhead import note as overhead_note
 from profiler.layer_source import BuiltSource, Layer, ModelSource
 from profiler.models import Attention, RecomputeMode, set_recompute
 from profiler.saved_tensors import SavedTensors, count_saved
-from profiler.timing import Stat, measure, measure_pairs, summarize
+from profiler.timing import Stat, measure, measure_chain, measure_pairs, summarize
 
 __all__ = [
     "LayerMeasurement",
@@ -248,9 +255,56 @@ def measure_layer(
         )
         bw, bw_in = summarize(full), summarize(inp)
         bw_w = summarize([max(0.0, f - i) for f, i in zip(full, inp, strict=True)])
+        # I and W as torch's split backward runs them (PipelineStage.backward_one_chunk with
+        # full_backward=False, then backward_weight_one_chunk): the same two functions on
+        # this layer, W on the parameter groups I recorded.
+        params = list(module.parameters())
+
+        def split_input(out: torch.Tensor) -> list[dict[str, Any]]:
+            grads = None if grad_out is None else [grad_out]
+            _, groups = stage_backward_input([out], grads, [x], iter(params))
+            return groups
+
+        def split_weight(groups: list[dict[str, Any]]) -> None:
+            stage_backward_weight(iter(params), groups)
+
+        def owned() -> torch.Tensor:
+            # stage_backward_input detaches the output in place, which a view refuses (a
+            # Linear on 3-d input returns one); the clone's backward passes the gradient on
+            out = call()
+            return out.clone() if out._is_view() else out
+
+        s_in, s_w = measure_chain(
+            owned, split_input, split_weight, device=device, repeats=repeats, warmup=warmup
+        )
+        x.grad = None
+        split_in, split_w = summarize(s_in), summarize(s_w)
     else:
         bw = measure(call, backward, device=device, repeats=repeats, warmup=warmup)
         bw_in, bw_w = Stat(0.0, 0.0, ()), bw
+        # a first stage's split I does nothing and its W runs the full backward (torch's
+        # PipelineStage: the input has no gradient to take)
+        split_in, split_w = bw_in, bw_w
+
+    # Full recompute as the runner runs it: the layer inside torch's checkpoint_wrapper
+    # (profiler.models.set_recompute), forward + backward, against the plain layer's in the
+    # same rounds. The difference is what full recompute adds to a micro-batch: the re-run
+    # forward inside the backward and the checkpoint's own hooks (its forward saves nothing
+    # but costs more than the plain one); the cost model charges it in the backward.
+    wrapped = set_recompute(module, "full")
+    plain = set_recompute(module, "none")
+
+    def fw_bw(mod: nn.Module) -> Callable[[None], None]:
+        def run(_: None) -> None:
+            backward(call(mod))
+
+        return run
+
+    plain_s, ckpt_s = measure_pairs(
+        lambda: None, fw_bw(plain), fw_bw(wrapped), device=device, repeats=repeats, warmup=warmup
+    )
+    module = plain
+    recompute_full = summarize([max(0.0, c - p) for p, c in zip(plain_s, ckpt_s, strict=True)])
 
     attn = _attention_inputs(module, call)
     if attn:
@@ -290,12 +344,17 @@ def measure_layer(
         "bw_input_s": bw_in,
         "bw_weight_s": bw_w,
         "recompute_selective_s": selective,
+        "recompute_full_s": recompute_full,
+        "split_bw_input_s": split_in,
+        "split_bw_weight_s": split_w,
     }
     cost = LayerCost(
         fw_s=fw.median_s,
         bw_input_s=bw_in.median_s,
         bw_weight_s=bw_w.median_s,
-        recompute_s=ModeValues(none=0.0, selective=selective.median_s, full=fw.median_s),
+        recompute_s=ModeValues(
+            none=0.0, selective=selective.median_s, full=recompute_full.median_s
+        ),
         activation_bytes=ModeValues(
             none=saved["none"].activation_bytes,
             selective=saved["selective"].activation_bytes,
@@ -310,6 +369,8 @@ def measure_layer(
         if hidden_size
         else 0.0,
         fw_flops=fw_flops,
+        split_bw_input_s=split_in.median_s,
+        split_bw_weight_s=split_w.median_s,
         spread={k: round(v.spread, 4) for k, v in stats.items() if v.samples_s},
     )
     return LayerMeasurement(

@@ -16,8 +16,9 @@ from typing import TypeVar
 import torch
 
 S = TypeVar("S")
+T = TypeVar("T")
 
-__all__ = ["Stat", "measure", "summarize", "synchronize"]
+__all__ = ["Stat", "measure", "measure_chain", "measure_pairs", "summarize", "synchronize"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,34 @@ def measure_pairs(
         synchronize(device)
         t2 = _time_once(device, second, s2)
         del s2
+        if i >= warmup:
+            a.append(t1)
+            b.append(t2)
+    return a, b
+
+
+def measure_chain(
+    setup: Callable[[], S],
+    first: Callable[[S], T],
+    second: Callable[[T], object],
+    *,
+    device: torch.device,
+    repeats: int,
+    warmup: int,
+) -> tuple[list[float], list[float]]:
+    """Per round: `r = first(setup())` timed, then `second(r)` timed (two steps of one piece of
+    work, the second on what the first returned: a split backward's I, then its W)."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(warmup + repeats):
+        state = setup()
+        synchronize(device)
+        box: list[T] = []
+        t1 = _time_once(device, lambda s, _b=box: _b.append(first(s)), state)  # type: ignore[misc]
+        del state
+        synchronize(device)
+        t2 = _time_once(device, second, box[0])
+        box.clear()
         if i >= warmup:
             a.append(t1)
             b.append(t2)

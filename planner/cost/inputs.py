@@ -8,6 +8,9 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
       fw_s[l]        = fw_s + tp_dir
       bw_input_s[l]  = bw_input_s + recompute_s[mode] + tp_dir (+ tp_dir for `full`)
       bw_weight_s[l] = bw_weight_s
+  For a split-backward schedule (zb-h1, zbv) bw_input_s and bw_weight_s are the layer's
+  `split_costs()`: I and W as the runtime's split backward runs them, when the profile
+  measured them (`LayerCost.split_bw_input_s`, `split_bw_weight_s`; profiler.layer_profiler).
 - p2p: the layer's output bytes (divided by tp with Megatron's scatter/gather optimisation,
   Narayanan 2021 §4.1, unless sequence parallel already shards it) over the pipeline link.
 - static_bytes: params + grads + optimizer state per ZeRO stage (planner.cost.memory).
@@ -38,7 +41,7 @@ from planner.cost.memory import (
     optimizer_step_bytes,
     static_bytes,
 )
-from planner.cost.partition import ModeTriple, PartitionInputs
+from planner.cost.partition import SPLIT_BACKWARD, ModeTriple, PartitionInputs
 from planner.cost.source import CostSource, resolve_costs
 from planner.schedules import generate, peak_inflight, stage_to_rank
 from planner.specs.base import RECOMPUTE_MODES, ScheduleName
@@ -116,19 +119,21 @@ def build_inputs(
     dps: list[float] = []
     opts: list[float] = []
     post: list[float] = []
+    split = c.schedule in SPLIT_BACKWARD
     for i, cost in enumerate(costs):
+        bw_i, bw_wt = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
         per_dir = cost.tp_comm_bytes / 2
         tp_dir = 2 * all_reduce_s(per_dir / 2, group=tp, link=tlink)
         fw.append(cost.fw_s + tp_dir)
         recompute_comm = tp_dir if cost.recompute_s.full > 0 else 0.0
         bw_in.append(
             (
-                cost.bw_input_s + tp_dir,
-                cost.bw_input_s + cost.recompute_s.selective + tp_dir,
-                cost.bw_input_s + cost.recompute_s.full + tp_dir + recompute_comm,
+                bw_i + tp_dir,
+                bw_i + cost.recompute_s.selective + tp_dir,
+                bw_i + cost.recompute_s.full + tp_dir + recompute_comm,
             )
         )
-        bw_w.append(cost.bw_weight_s)
+        bw_w.append(bw_wt)
         sent = cost.output_bytes / tp if tp > 1 and not sp else cost.output_bytes
         p2p.append(p2p_s(sent, link=plink) if c.num_stages > 1 else 0.0)
         av = cost.activation_bytes

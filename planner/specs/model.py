@@ -111,10 +111,26 @@ class LayerCost(Frozen):
     spread: dict[str, float] | None = Field(
         default=None, description="relative spread (e.g. IQR/median) of each measured timing"
     )
+    # A runtime's split backward (zb-h1, zbv) may cost more than the full one split in two:
+    # torch.distributed.pipelining's stage_backward_input walks the graph and hooks it, and
+    # stage_backward_weight runs one autograd call per parameter group (measured by
+    # profiler.layer_profiler through those functions). None: I and W as above.
+    split_bw_input_s: float | None = Field(
+        default=None, ge=0, description="I as a split-backward schedule runs it (None: bw_input_s)"
+    )
+    split_bw_weight_s: float | None = Field(
+        default=None, ge=0, description="W as a split-backward schedule runs it (None: bw_weight_s)"
+    )
 
     @property
     def bw_s(self) -> float:
         return self.bw_input_s + self.bw_weight_s
+
+    def split_costs(self) -> tuple[float, float]:
+        """(I, W) of a split-backward schedule: the split fields when measured, else I and W."""
+        i = self.bw_input_s if self.split_bw_input_s is None else self.split_bw_input_s
+        w = self.bw_weight_s if self.split_bw_weight_s is None else self.split_bw_weight_s
+        return i, w
 
 
 class ActionOverhead(Frozen):
@@ -261,6 +277,12 @@ def _interpolate(points: list[ProfilePoint], kind: str, b: int) -> LayerCost:
         output_bytes=lerp(a.output_bytes, c.output_bytes),
         tp_comm_bytes=lerp(a.tp_comm_bytes, c.tp_comm_bytes),
         fw_flops=lerp(a.fw_flops, c.fw_flops),
+        split_bw_input_s=None
+        if a.split_bw_input_s is None or c.split_bw_input_s is None
+        else lerp(a.split_bw_input_s, c.split_bw_input_s),
+        split_bw_weight_s=None
+        if a.split_bw_weight_s is None or c.split_bw_weight_s is None
+        else lerp(a.split_bw_weight_s, c.split_bw_weight_s),
     )
 
 
@@ -281,4 +303,6 @@ def _scale(c: LayerCost, f: float, *, params_too: bool) -> LayerCost:
         output_bytes=c.output_bytes * (1.0 if params_too else f),
         tp_comm_bytes=c.tp_comm_bytes * (1.0 if params_too else f),
         fw_flops=c.fw_flops * f,
+        split_bw_input_s=None if c.split_bw_input_s is None else c.split_bw_input_s * f,
+        split_bw_weight_s=None if c.split_bw_weight_s is None else c.split_bw_weight_s * f,
     )

@@ -55,6 +55,9 @@ def test_scale_profile_multiplies_every_time_and_nothing_else() -> None:
                 assert getattr(new, name) == pytest.approx(2.5 * getattr(cost, name), rel=1e-12)
             assert new.recompute_s.selective == pytest.approx(2.5 * cost.recompute_s.selective)
             assert new.recompute_s.full == pytest.approx(2.5 * cost.recompute_s.full)
+            assert cost.split_bw_input_s is not None and cost.split_bw_weight_s is not None
+            assert new.split_bw_input_s == pytest.approx(2.5 * cost.split_bw_input_s)
+            assert new.split_bw_weight_s == pytest.approx(2.5 * cost.split_bw_weight_s)
             assert new.activation_bytes == cost.activation_bytes
             assert (new.param_bytes, new.output_bytes, new.fw_flops) == (
                 cost.param_bytes, cost.output_bytes, cost.fw_flops,

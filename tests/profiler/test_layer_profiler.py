@@ -125,16 +125,27 @@ def test_timings_positive_with_spread(gpt_result: ProfileResult) -> None:
         assert c.fw_s > 0
         assert c.bw_s > 0
         assert c.recompute_s.none == 0
-        assert c.recompute_s.full == c.fw_s
+        # full recompute: checkpoint_wrapper's forward + backward minus the plain layer's,
+        # measured (not copied from fw_s)
+        assert c.recompute_s.full > 0
+        assert c.spread is not None and "recompute_full_s" in c.spread
+        assert len(m.stats["recompute_full_s"].samples_s) == 3
+        # I and W through torch's split-backward functions, as a zb-h1 / zbv stage runs them
+        assert c.split_bw_input_s is not None and c.split_bw_weight_s is not None
+        assert len(m.stats["split_bw_weight_s"].samples_s) == 3
         assert c.spread is not None and "fw_s" in c.spread and "bw_s" in c.spread
         assert all(v >= 0 for v in c.spread.values())
         assert len(m.stats["fw_s"].samples_s) == 3
         if m.kind == "decoder":
             assert c.bw_input_s > 0
+            assert c.split_bw_input_s > 0 and c.split_bw_weight_s > 0
+            assert len(m.stats["split_bw_input_s"].samples_s) == 3
             assert c.recompute_s.selective > 0
             assert "recompute_selective_s" in c.spread
         if m.kind == "embedding":  # token ids have no gradient: all of B is weight gradient
             assert c.bw_input_s == 0 and c.bw_weight_s > 0
+            # torch's first stage: its split I does nothing, its W is the full backward
+            assert c.split_bw_input_s == 0 and c.split_bw_weight_s == c.bw_weight_s
 
 
 def test_profile_is_a_measured_model_profile(gpt_result: ProfileResult) -> None:

@@ -129,6 +129,13 @@ CONFIGS = (
     Config(
         "4 ranks: pp2 dp2 1f1b", Candidate(pp=2, dp=2, schedule="1f1b", micro_batch_size=MBS), 4
     ),
+    # the search's picks of the earlier runs (docs/runner.md), kept when it no longer picks them
+    Config("2 ranks: pp2 zbv", Candidate(pp=2, vpp=2, schedule="zbv", micro_batch_size=MBS), 8),
+    Config(
+        "4 ranks: pp2 dp2 zbv",
+        Candidate(pp=2, dp=2, vpp=2, schedule="zbv", micro_batch_size=MBS),
+        4,
+    ),
 )
 
 
@@ -361,6 +368,13 @@ def main(argv: list[str] | None = None) -> int:
         "before every run, and predict that run's plan (same stages) from them: profile and run "
         "see the host's speed of the same minute",
     )
+    p.add_argument(
+        "--only",
+        default=None,
+        metavar="TEXT",
+        help="run only the fixed configurations whose label contains TEXT (and the searched "
+        "plans only if 'searched' contains it)",
+    )
     a = p.parse_args(argv)
     if a.profile is not None:
         prof = ModelProfile.model_validate_json(a.profile.read_text())
@@ -369,7 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     baseline_s = speed_probe()  # the host's speed right after profiling
     if a.save_profile is not None:
         a.save_profile.write_text(prof.model_dump_json(indent=1))
-    configs = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
+    configs: tuple[Config, ...] = (CONFIGS[0], CONFIGS[4]) if a.quick else CONFIGS
+    if a.only is not None:
+        configs = tuple(c for c in configs if a.only in c.label)
     rank_counts = sorted({c.candidate.pp * c.candidate.dp * c.candidate.tp for c in configs})
 
     def matched(base: ModelProfile, counts: tuple[int, ...] = (*rank_counts, 2, 4)) -> Profiles:
@@ -402,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
             links = {n: measure_links(n, Path(tmp)) for n in sorted({2, 4})}
             if not a.json:
                 print(f"measured links (profiler.network, gloo): {links}")
-        chosen = plans(profs, configs, links) + searched_plans(profs, links)
+        searched = searched_plans(profs, links) if a.only is None or a.only in "searched" else []
+        chosen = plans(profs, configs, links) + searched
         # Round-robin: repeat k of every plan before repeat k + 1 of any, so that a burst of
         # other work lands on one repeat of several plans (the median drops it), not on all
         # the repeats of one plan.

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planner.cost import PartitionInputs, balanced_bounds, partition_inputs, resolve_costs
+from planner.cost.partition import SPLIT_BACKWARD
 from planner.cost.source import CostSource
 from planner.errors import SpecError
 from planner.search.bounds import (
@@ -319,9 +320,13 @@ def _group_floors(
     rank, which changes a tied head's bytes, so it gets its own)."""
     # Either floor is the same for every member of its kind (tests/planner/search/
     # test_group_floor.py), so the cheapest schedule to generate represents the non-zbv ones.
-    plain = [c for c in members if c.schedule != "zbv"]
+    # A measured profile may give split-backward schedules (zb-h1, zbv) their own I and W
+    # times (LayerCost.split_costs), so zb-h1 is its own kind too: the group's floor is the
+    # least over the kinds present.
+    plain = [c for c in members if c.schedule not in SPLIT_BACKWARD]
     reps = [
         min(plain, key=lambda c: c.vpp) if plain else None,
+        next((c for c in members if c.schedule == "zb-h1"), None),
         next((c for c in members if c.schedule == "zbv"), None),
     ]
     floors = []

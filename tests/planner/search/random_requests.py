@@ -37,6 +37,15 @@ def random_profile(rng: random.Random, num_layers: int) -> dict[str, object]:
             "tp_comm_bytes": rng.uniform(0, 50) * 1e6,
             "fw_flops": fw * 1e14,
         }
+        # Half the kinds get a split backward that costs more than the full one split in two
+        # (as torch's stage_backward_input / _weight measure): zb-h1 / zbv then see other I, W
+        # than the other schedules. Drawn from a generator of their own so that the rest of
+        # every case stays what it was.
+        own = random.Random(repr((kind, fw, bw_in)))
+        if own.random() < 0.5:
+            weight = float(costs[kind]["bw_weight_s"])  # type: ignore[arg-type]
+            costs[kind]["split_bw_input_s"] = bw_in * own.uniform(1.0, 1.6)
+            costs[kind]["split_bw_weight_s"] = weight * own.uniform(1.0, 1.6)
     return {
         "name": f"random-{num_layers}",
         "source": "measured",

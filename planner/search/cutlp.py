@@ -93,10 +93,6 @@ class CutLP:
                 mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
         solver.Minimize(self.t + self.p)
 
-    @property
-    def num_cuts(self) -> int:
-        return len(self._seen)
-
     def add_cut(self, cut: PathCut) -> bool:
         """T >= the path's length (p2p left out: >= 0). False if the cut is already in."""
         if cut in self._seen:

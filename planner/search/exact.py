@@ -39,9 +39,8 @@ from planner.search.cutlp import CutLP, rounded_bounds
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import PathCut, critical_path, rank_chain, through_rank_paths
+from planner.search.paths import PathCut, critical_path, seed_cuts
 from planner.search.relax import MARGIN as LP_MARGIN
-from planner.search.relax import lp_floor_s
 from planner.specs.base import RecomputeMode
 
 # Proof tolerance: a partition must beat the incumbent by more than this relative margin. It
@@ -109,7 +108,7 @@ def solve_config(
     `paths`), added to the seeds: every path is a valid cut for every partition."""
     sched = schedule_of(inputs)
     result = ConfigResult(status="UNKNOWN", best=None)
-    seeds = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    seeds = seed_cuts(sched)
     seeds += [cut for cut in dict.fromkeys(known_paths) if cut not in seeds]
     result.paths = seeds
     if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
@@ -143,17 +142,11 @@ def solve_config(
     if limit is not None and _cut_settles(inputs, seeds, limit):
         result.status = _settled(result, bound_s)
         return result
-    if limit is not None and split != "any":  # the LP floor may settle it without CP-SAT
-        floor = lp_floor_s(inputs, modes, seeds)
-        if floor is not None and floor >= limit * (1 + LP_MARGIN):
-            result.status = _settled(result, bound_s)
-            return result
-    if (
-        limit is not None
-        and split == "any"
-        and _lp_phase(
-            inputs, modes, seeds, lambda: _bound(bound_s, result.best), consider, time_left
-        )
+    # The LP floor may settle it without CP-SAT; its cutting planes simulate neighbours and
+    # roundings that may break a framework's stage split, so under one only the floor runs.
+    rounds = LP_ROUNDS if split == "any" else 0
+    if limit is not None and _lp_phase(
+        inputs, modes, seeds, lambda: _bound(bound_s, result.best), consider, time_left, rounds
     ):
         result.status = _settled(result, bound_s)
         return result
@@ -212,10 +205,11 @@ def _lp_phase(
     fractional split to a partition (modes re-picked for the cap), simulate it and its
     one-boundary neighbours, add their critical paths (to the LP and, through `consider`, to
     the CP-SAT model), repeat. True if the LP floor reaches the bound (nothing can beat it);
-    stops when a round adds no new path or after `rounds`. The partitions it simulates may
-    also improve the incumbent. Each round simulates the neighbours that moving the
-    boundaries whose LP position is least clear (fraction nearest one half) gives first: all of
-    them while moves x schedule actions stays under LP_ACTION_BUDGET, at least LP_MOVES."""
+    stops when a round adds no new path or after `rounds` (0: the LP floor alone). The
+    partitions it simulates may also improve the incumbent. Each round simulates first the
+    neighbours that move the boundaries whose LP position is least clear (fraction nearest
+    one half): all of them while moves x schedule actions stays under LP_ACTION_BUDGET, at
+    least LP_MOVES."""
     if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS:
         return False
     lp = CutLP(inputs, modes)
@@ -225,7 +219,7 @@ def _lp_phase(
     sched = schedule_of(inputs)
     actions = sum(len(order) for order in sched.orders)
     moves = max(LP_MOVES, LP_ACTION_BUDGET // max(1, actions))
-    for _ in range(rounds):
+    for done in range(rounds + 1):
         bound = limit()
         if bound is None or (time_left is not None and time_left() <= 0):
             return False
@@ -234,6 +228,8 @@ def _lp_phase(
             return False
         if point.value_s >= bound * (1 + LP_MARGIN):
             return True
+        if done == rounds:
+            return False
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
         order = _unclear_first(point.stage_layers)
         fresh = 0
@@ -315,11 +311,9 @@ def _neighbours(
     out: list[Partition] = []
     b = part.bounds
     for s in order if order is not None else range(1, len(b) - 1):
-        if limit is not None and len(out) >= limit:
-            break
         for step in (-1, 1):
             v = b[s] + step
-            if b[s - 1] < v < b[s + 1]:
+            if b[s - 1] < v < b[s + 1] and (limit is None or len(out) < limit):
                 out.append(Partition((*b[:s], v, *b[s + 1 :]), part.modes))
     return out
 

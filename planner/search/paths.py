@@ -156,6 +156,12 @@ def critical_path(schedule: Schedule, d: StageDurations) -> tuple[float, PathCut
     return makespan, PathCut(f=f, b=b, i=i, w=w, x=tuple(x))
 
 
+def seed_cuts(schedule: Schedule) -> list[PathCut]:
+    """The paths every configuration starts from: each rank's busy chain and the fill/drain
+    paths through each rank (through_rank_paths)."""
+    return [rank_chain(schedule, r) for r in range(schedule.pp)] + through_rank_paths(schedule)
+
+
 def rank_chain(schedule: Schedule, rank: int) -> PathCut:
     """The path through all of one rank's actions in order (its busy time)."""
     n_st = schedule.num_stages

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from planner.errors import InfeasibleError
+from planner.plan import PlanResult
 from planner.specs import PlanRequest
 
 GIB = 1024**3
@@ -80,3 +84,26 @@ def random_request(rng: random.Random, *, mode: str = "optimal") -> PlanRequest:
             "search": {"mode": mode, "time_limit_s": 600, "top_k": 0},
         }
     )
+
+
+def solve_in_mode(request: PlanRequest, mode: str) -> PlanResult | None:
+    """search() in `mode` ("optimal" or "exhaustive"); None when the request is infeasible."""
+    from planner.search import search
+
+    req = request.model_copy(update={"search": request.search.model_copy(update={"mode": mode})})
+    try:
+        return search(req)
+    except InfeasibleError:
+        return None
+
+
+def assert_agrees_with_exhaustive(request: PlanRequest) -> None:
+    """The optimal mode and the exhaustive oracle agree on feasibility and step time."""
+    best = solve_in_mode(request, "optimal")
+    oracle = solve_in_mode(request, "exhaustive")
+    assert (best is None) == (oracle is None), (best, oracle)
+    if best is not None and oracle is not None:
+        got, want = best.plan.prediction.step_time_s, oracle.plan.prediction.step_time_s
+        assert got == pytest.approx(want, rel=1e-9)
+        assert best.plan.prediction.feasible
+        assert best.search.status == "OPTIMAL"

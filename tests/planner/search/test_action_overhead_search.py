@@ -9,20 +9,17 @@ import random
 
 import pytest
 
-from planner.errors import InfeasibleError
-from planner.plan import PlanResult
 from planner.search.bounds import cut_floor_s
 from planner.search.exact import horizon_s, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import HORIZON_UNITS, PartitionModel
-from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.partition import durations_of, schedule_of, score
+from planner.search.paths import critical_path, seed_cuts
 from planner.search.relax import lp_floor_s
-from planner.specs import PlanRequest
 from planner.specs.model import ActionOverhead
 
-from .random_requests import random_request
-from .test_integer_floor import MODES, SCHEDULES, gpt_inputs
+from .random_requests import assert_agrees_with_exhaustive, random_request
+from .test_integer_floor import MODES, SCHEDULES, gpt_inputs, random_partition
 
 
 def random_overhead(rng: random.Random, scale: float) -> ActionOverhead:
@@ -34,16 +31,6 @@ def random_overhead(rng: random.Random, scale: float) -> ActionOverhead:
     )
 
 
-def _solve(request: PlanRequest, mode: str) -> PlanResult | None:
-    from planner.search import search
-
-    req = request.model_copy(update={"search": request.search.model_copy(update={"mode": mode})})
-    try:
-        return search(req)
-    except InfeasibleError:
-        return None
-
-
 @pytest.mark.parametrize("seed", range(8))
 def test_optimal_equals_exhaustive_with_overhead(seed: int) -> None:
     rng = random.Random(31_000 + seed)
@@ -53,16 +40,9 @@ def test_optimal_equals_exhaustive_with_overhead(seed: int) -> None:
     # layer times are 0.5-2 x 1e-2 s: overheads of the same order change the optimum
     overhead = random_overhead(rng, 1e-2)
     profile = profile.model_copy(update={"action_overhead_s": overhead})
-    request = request.model_copy(
-        update={"model": request.model.model_copy(update={"profile": profile})}
+    assert_agrees_with_exhaustive(
+        request.model_copy(update={"model": request.model.model_copy(update={"profile": profile})})
     )
-    best = _solve(request, "optimal")
-    oracle = _solve(request, "exhaustive")
-    assert (best is None) == (oracle is None), (best, oracle)
-    if best is not None and oracle is not None:
-        got, want = best.plan.prediction.step_time_s, oracle.plan.prediction.step_time_s
-        assert got == pytest.approx(want, rel=1e-9)
-        assert best.search.status == "OPTIMAL"
 
 
 @pytest.mark.parametrize("seed", range(15))
@@ -79,7 +59,7 @@ def test_config_solve_and_floors_with_overhead(seed: int) -> None:
     step = oracle.score.step_time_s
     assert got.score.step_time_s == pytest.approx(step, rel=1e-9)
     sched = schedule_of(inputs)
-    cuts = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    cuts = seed_cuts(sched)
     cuts.append(critical_path(sched, durations_of(oracle.score))[1])
     floor = cut_floor_s(inputs, cuts)
     assert floor is not None and floor <= step * (1 + 1e-12)
@@ -100,10 +80,7 @@ def test_a_partitions_critical_path_bounds_it_tightly(seed: int) -> None:
         gpt_inputs(rng, schedule, vpp), action_overhead=random_overhead(rng, 1.0)
     )
     n, n_st = inputs.num_layers, inputs.num_stages
-    part = Partition(
-        (0, *sorted(rng.sample(range(1, n), n_st - 1)), n),
-        tuple(rng.choice(MODES) for _ in range(n)),
-    )
+    part = random_partition(rng, inputs)
     sc = score(inputs, part)
     model = PartitionModel(
         inputs, modes=MODES, horizon_s=horizon_s(inputs), reference_s=sc.step_time_s

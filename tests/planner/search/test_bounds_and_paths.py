@@ -15,7 +15,7 @@ from planner.search.bounds import (
     time_floor_s,
 )
 from planner.search.exhaustive import exhaustive_config
-from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.paths import critical_path, seed_cuts
 from planner.search.relax import lp_floor_s
 from planner.search.space import enumerate_configs
 
@@ -52,7 +52,7 @@ def test_every_path_cut_is_below_the_simulated_makespan(seed: int) -> None:
     mine, crit = critical_path(sched, d)
     assert mine == pytest.approx(makespan, rel=1e-12)
     assert crit.length_s(d) == pytest.approx(makespan, rel=1e-12)  # the critical path is tight
-    cuts = [rank_chain(sched, r) for r in range(pp)] + through_rank_paths(sched)
+    cuts = seed_cuts(sched)
     assert all(c.length_s(d) <= makespan * (1 + 1e-12) for c in cuts)
 
 
@@ -77,7 +77,7 @@ def test_floors_never_exceed_a_configurations_optimum(seed: int) -> None:
         sched = generate(
             inputs.schedule, pp=inputs.pp, vpp=inputs.vpp, num_microbatches=inputs.num_microbatches
         )
-        seeds = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+        seeds = seed_cuts(sched)
         lp = lp_floor_s(inputs, cfg.modes, seeds)
         assert lp is None or lp <= step * (1 + 1e-9)
 

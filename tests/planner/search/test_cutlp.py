@@ -10,9 +10,9 @@ import pytest
 
 from planner.search.cutlp import CutLP, rounded_bounds
 from planner.search.exhaustive import exhaustive_config
-from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import critical_path, rank_chain, through_rank_paths
-from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs
+from planner.search.partition import durations_of, schedule_of, score
+from planner.search.paths import critical_path, seed_cuts
+from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs, random_partition
 
 
 @pytest.mark.parametrize("seed", range(100))
@@ -33,15 +33,13 @@ def test_incremental_lp_floor_is_a_floor_and_matches_a_fresh_one(seed: int) -> N
     schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
     inputs = gpt_inputs(rng, schedule, vpp)
     sched = schedule_of(inputs)
-    cuts = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    cuts = seed_cuts(sched)
     lp = CutLP(inputs, MODES)
     for cut in cuts:
         lp.add_cut(cut)
     first = lp.solve()
-    n, n_st = inputs.num_layers, inputs.num_stages
     for _ in range(4):  # cuts added after a solve, as the cutting-plane phase does
-        bounds = (0, *sorted(rng.sample(range(1, n), n_st - 1)), n)
-        part = Partition(bounds, tuple(rng.choice(MODES) for _ in range(n)))
+        part = random_partition(rng, inputs)
         cut = critical_path(sched, durations_of(score(inputs, part)))[1]
         cuts.append(cut)
         lp.add_cut(cut)

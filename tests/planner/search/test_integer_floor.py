@@ -19,7 +19,7 @@ from planner.search.bounds import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.paths import critical_path, seed_cuts
 from planner.specs.base import RecomputeMode, ScheduleName
 
 SCHEDULES: list[tuple[ScheduleName, int]] = [
@@ -75,6 +75,13 @@ def gpt_inputs(rng: random.Random, schedule: ScheduleName, vpp: int) -> Partitio
         cap_bytes=rng.choice([1e9, 30.0, 60.0]),
         allowed_modes=MODES,
     )
+
+
+def random_partition(rng: random.Random, inputs: PartitionInputs) -> Partition:
+    """Random stage boundaries and a random recompute mode per layer."""
+    n, n_st = inputs.num_layers, inputs.num_stages
+    bounds = (0, *sorted(rng.sample(range(1, n), n_st - 1)), n)
+    return Partition(bounds, tuple(rng.choice(MODES) for _ in range(n)))
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -135,17 +142,14 @@ def test_cut_floor_never_exceeds_the_optimum(seed: int) -> None:
     schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
     inputs = gpt_inputs(rng, schedule, vpp)
     sched = schedule_of(inputs)
-    cuts = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    cuts = seed_cuts(sched)
     result = exhaustive_config(inputs, modes=MODES)
     if result.best is None:
         return
     step = result.best.score.step_time_s
     # plus the critical paths of some partitions (what the search adds as it goes)
-    n, n_st = inputs.num_layers, inputs.num_stages
     for _ in range(5):
-        bounds = (0, *sorted(rng.sample(range(1, n), n_st - 1)), n)
-        modes = tuple(rng.choice(MODES) for _ in range(n))
-        sc = score(inputs, Partition(bounds, modes))
+        sc = score(inputs, random_partition(rng, inputs))
         cuts.append(critical_path(sched, durations_of(sc))[1])
     cuts.append(critical_path(sched, durations_of(result.best.score))[1])
     floor = cut_floor_s(inputs, cuts)

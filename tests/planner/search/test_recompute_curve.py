@@ -19,7 +19,7 @@ from planner.search.bounds import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import durations_of, schedule_of
-from planner.search.paths import critical_path, rank_chain, through_rank_paths
+from planner.search.paths import critical_path, seed_cuts
 from planner.specs.base import RecomputeMode
 from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs
 
@@ -92,7 +92,7 @@ def test_three_mode_floors_never_exceed_the_optimum(seed: int) -> None:
     assert floors[0] + floors[1] <= step * (1 + 1e-12)
     assert time_floor_s(inputs) <= step * (1 + 1e-12)
     sched = schedule_of(inputs)
-    cuts = [rank_chain(sched, r) for r in range(inputs.pp)] + through_rank_paths(sched)
+    cuts = seed_cuts(sched)
     cuts.append(critical_path(sched, durations_of(best.score))[1])
     floor = cut_floor_s(inputs, cuts)
     assert floor is not None and floor <= step * (1 + 1e-12)

@@ -6,41 +6,21 @@ import random
 
 import pytest
 
-from planner.errors import InfeasibleError
-from planner.plan import PlanResult
-from planner.specs import PlanRequest
-
-from .random_requests import random_request
+from .random_requests import assert_agrees_with_exhaustive, random_request, solve_in_mode
 
 CASES = 24  # the full >= 200 run lives in bench/solver_vs_exhaustive.py
-
-
-def _solve(request: PlanRequest, mode: str) -> PlanResult | None:
-    from planner.search import search
-
-    req = request.model_copy(update={"search": request.search.model_copy(update={"mode": mode})})
-    try:
-        return search(req)
-    except InfeasibleError:
-        return None
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(CASES))
 def test_optimal_equals_exhaustive(seed: int) -> None:
-    request = random_request(random.Random(7_000 + seed))
-    best = _solve(request, "optimal")
-    oracle = _solve(request, "exhaustive")
-    assert (best is None) == (oracle is None), (best, oracle)
-    if best is not None and oracle is not None:
-        got, want = best.plan.prediction.step_time_s, oracle.plan.prediction.step_time_s
-        assert got == pytest.approx(want, rel=1e-9)
-        assert best.plan.prediction.feasible
-        assert best.search.status == "OPTIMAL"
+    assert_agrees_with_exhaustive(random_request(random.Random(7_000 + seed)))
 
 
 def test_the_random_set_mixes_feasible_and_infeasible() -> None:
-    outcomes = [_solve(random_request(random.Random(7_000 + s)), "optimal") for s in range(CASES)]
+    outcomes = [
+        solve_in_mode(random_request(random.Random(7_000 + s)), "optimal") for s in range(CASES)
+    ]
     assert any(o is None for o in outcomes)
     assert any(o is not None for o in outcomes)
 
@@ -54,10 +34,4 @@ def test_framework_limits_agree_with_exhaustive(framework: str, seed: int) -> No
     cons = request.constraints.model_copy(
         update={"framework": framework, "schedules": None, "zero_stages": None}
     )
-    request = request.model_copy(update={"constraints": cons})
-    best = _solve(request, "optimal")
-    oracle = _solve(request, "exhaustive")
-    assert (best is None) == (oracle is None)
-    if best is not None and oracle is not None:
-        got, want = best.plan.prediction.step_time_s, oracle.plan.prediction.step_time_s
-        assert got == pytest.approx(want, rel=1e-9)
+    assert_agrees_with_exhaustive(request.model_copy(update={"constraints": cons}))

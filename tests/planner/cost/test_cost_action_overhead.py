@@ -17,8 +17,9 @@ from planner.specs.model import ActionOverhead
 OVERHEAD = ActionOverhead(f_s=3e-4, b_s=5e-4, i_s=2e-4, w_s=7e-4)
 
 
-def gpt_request(overhead: ActionOverhead | None, num_gpus: int = 4) -> PlanRequest:
-    arch_req = PlanRequest.model_validate(
+def arch_request(num_gpus: int) -> PlanRequest:
+    """A small GPT planned from its architecture (the analytic catalog)."""
+    return PlanRequest.model_validate(
         {
             "model": {
                 "family": "gpt",
@@ -31,6 +32,10 @@ def gpt_request(overhead: ActionOverhead | None, num_gpus: int = 4) -> PlanReque
             "training": {"global_batch_size": 16, "seq_length": 1024},
         }
     )
+
+
+def gpt_request(overhead: ActionOverhead | None, num_gpus: int = 4) -> PlanRequest:
+    arch_req = arch_request(num_gpus)
     assert arch_req.arch is not None
     profile = analytic_profile(arch_req.arch, arch_req.cluster, arch_req.training, [(1, 1, False)])
     if overhead is not None:
@@ -110,20 +115,7 @@ def test_inputs_carry_the_profiles_overhead_and_zero_otherwise() -> None:
     plain, _ = build_inputs(gpt_request(None, num_gpus=2), cand)
     assert plain.action_overhead.is_zero
     assert plain.overhead_durations.fw_s == (0.0,) * 4
-    analytic = PlanRequest.model_validate(
-        {
-            "model": {
-                "family": "gpt",
-                "num_layers": 6,
-                "hidden_size": 1024,
-                "num_attention_heads": 16,
-                "vocab_size": 32000,
-            },
-            "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 2},
-            "training": {"global_batch_size": 16, "seq_length": 1024},
-        }
-    )
-    assert partition_inputs(analytic, cand).action_overhead.is_zero
+    assert partition_inputs(arch_request(2), cand).action_overhead.is_zero
     one = build_inputs(gpt_request(OVERHEAD, num_gpus=2), Candidate(pp=2, schedule="1f1b"))[0]
     assert one.stage_overhead_s == (3e-4, 5e-4, 0.0)
 

@@ -155,10 +155,9 @@ def run_search(
         # Time is left: sweep the groups the share cut off (the incumbent now prunes most of
         # them), again leaving part of what is left to their exact phase.
         share = elapsed() + SWEEP_SHARE * (limit - elapsed()) * 2
-    if pending:
-        out.status = "FEASIBLE"
-        out.skipped += sum(len(ms) for ms in pending)
-    if any(e.verdict == "timeout" or _unproven(e) for e in out.entries):
+    out.skipped += sum(len(ms) for ms in pending)
+    # OPTIMAL only if every group was reached and every configuration settled
+    if pending or any(e.verdict == "timeout" or _unproven(e) for e in out.entries):
         out.status = "FEASIBLE"
     if on_progress is not None:
         on_progress(1.0)
@@ -257,13 +256,11 @@ def _visit(
         return 0.0
     left = time_left()
     if left <= 0 and best is not None:
-        out.status = "FEASIBLE"
         entry.verdict = "timeout"
         return 0.0
     extra = tuple(lo for lo, _ in balanced_bounds(n, inputs.num_stages))
     hints = hint_partitions(inputs, cfg.modes, (*extra, n))
     if left <= 0:  # never return nothing: score the heuristics
-        out.status = "FEASIBLE"
         entry.verdict = "timeout"
         for h in hints:
             _offer(request, out, entry, Scored(h, score(inputs, h)))

@@ -62,6 +62,11 @@ class LayerTerms:
     reserve_bytes: float
 
 
+# one layer's (fw, bw input per mode, bw weight, p2p, activation bytes per mode, static bytes,
+# DP sync, optimizer step)
+_Row = tuple[float, ModeTriple, float, float, ModeTriple, StaticBytes, float, float]
+
+
 @lru_cache(maxsize=4096)
 def _inflight(schedule: ScheduleName, pp: int, vpp: int, m: int) -> tuple[int, ...]:
     """Peak in-flight micro-batches per stage; depends only on the schedule's order (cached)."""
@@ -120,36 +125,57 @@ def build_inputs(
     opts: list[float] = []
     post: list[float] = []
     split = c.schedule in SPLIT_BACKWARD
-    for i, cost in enumerate(costs):
+
+    def layer_terms(cost: LayerCost, *, is_head: bool, first: bool) -> _Row:
         bw_i, bw_wt = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
         per_dir = cost.tp_comm_bytes / 2
         tp_dir = 2 * all_reduce_s(per_dir / 2, group=tp, link=tlink)
-        fw.append(cost.fw_s + tp_dir)
         recompute_comm = tp_dir if cost.recompute_s.full > 0 else 0.0
-        bw_in.append(
-            (
-                bw_i + tp_dir,
-                bw_i + cost.recompute_s.selective + tp_dir,
-                bw_i + cost.recompute_s.full + tp_dir + recompute_comm,
-            )
+        bw = (
+            bw_i + tp_dir,
+            bw_i + cost.recompute_s.selective + tp_dir,
+            bw_i + cost.recompute_s.full + tp_dir + recompute_comm,
         )
-        bw_w.append(bw_wt)
         sent = cost.output_bytes / tp if tp > 1 and not sp else cost.output_bytes
-        p2p.append(p2p_s(sent, link=plink) if c.num_stages > 1 else 0.0)
+        send = p2p_s(sent, link=plink) if c.num_stages > 1 else 0.0
         av = cost.activation_bytes
-        act.append((av.none, av.selective, av.full))
         params = cost.param_count
-        is_head = src.layers[i].kind == HEAD and i == n - 1
         if tied and shared_rank and is_head:
             params = max(0.0, params - word_params)
         sb = static_bytes(params, training=training, zero_stage=c.zero_stage, dp=dp)
-        static.append(sb)
         sync = dp_sync_s(params, training=training, zero_stage=c.zero_stage, dp=dp, link=dlink)
-        if tied and (i == 0 or is_head):
+        if tied and (first or is_head):
             sync += tied_sync_s
         opt = efficiency.memory_s(
             optimizer_step_bytes(params, training=training, zero_stage=c.zero_stage, dp=dp), gpu
         )
+        return (
+            cost.fw_s + tp_dir,
+            bw,
+            bw_wt,
+            send,
+            (av.none, av.selective, av.full),
+            sb,
+            sync,
+            opt,
+        )
+
+    # Layers of one kind share one LayerCost object (CostSource.layer_costs): their terms are
+    # computed once (a GPT's N blocks: one computation, not N).
+    memo: dict[tuple[int, bool, bool], _Row] = {}
+    for i, cost in enumerate(costs):
+        is_head = src.layers[i].kind == HEAD and i == n - 1
+        key = (id(cost), is_head, i == 0)
+        row = memo.get(key)
+        if row is None:
+            row = memo[key] = layer_terms(cost, is_head=is_head, first=i == 0)
+        f, bw, bw_wt, send, av, sb, sync, opt = row
+        fw.append(f)
+        bw_in.append(bw)
+        bw_w.append(bw_wt)
+        p2p.append(send)
+        act.append(av)
+        static.append(sb)
         dps.append(sync)
         opts.append(opt)
         post.append(sync + opt)

@@ -21,9 +21,11 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import overload
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.search.paths import PathCut
@@ -91,18 +93,18 @@ def integer_rank_floors_s(
         return None
     m = inputs.num_microbatches
     fill = group_fill_s(inputs)
-    busy = _water_fill(
-        [
-            _envelope(
-                [fill[r] + m * (wl.e[r] + wl.a * (wl.lo[r] + x) + wl.extra[r][x]) for x in wl.xs]
-            )
-            for r in range(inputs.pp)
-        ],
-        wl.free,
-    )
-    post = _water_fill(
-        [[wl.q[r] + wl.p * (wl.lo[r] + x) for x in wl.xs] for r in range(inputs.pp)], wl.free
-    )
+    # Every level below is nondecreasing in x (a, p >= 0 and the recompute curve is, see
+    # _Curve), which water-filling needs; each is computed only where water-filling looks.
+
+    def busy_at(r: int) -> Callable[[int], float]:
+        return lambda x: fill[r] + m * (wl.e[r] + wl.a * (wl.lo[r] + x) + wl.extra[r][x])
+
+    def post_at(r: int) -> Callable[[int], float]:
+        return lambda x: wl.q[r] + wl.p * (wl.lo[r] + x)
+
+    size = len(wl.xs)
+    busy = _water_fill([_Lazy(busy_at(r), size) for r in range(inputs.pp)], wl.free)
+    post = _water_fill([_Lazy(post_at(r), size) for r in range(inputs.pp)], wl.free)
     return busy, post
 
 
@@ -115,7 +117,7 @@ class _Whole:
     lo: list[int]  # per rank: middle layers it must hold
     free: int  # middle layers beyond the minimums
     xs: range  # 0 .. free
-    extra: list[list[float]]  # per rank, per x: least recompute time to fit lo + x layers
+    extra: list[Sequence[float]]  # per rank, per x: least recompute time to fit lo + x layers
 
 
 @lru_cache(maxsize=64)
@@ -146,7 +148,7 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     if free < 0:
         return None
     xs = range(free + 1)
-    extra = [[0.0] * len(xs) for _ in range(pp)]
+    extra: list[Sequence[float]] = [[0.0] * len(xs) for _ in range(pp)]
     same_bytes = all(
         (inputs.bw_input_s[i], inputs.activation_bytes[i], inputs.static_bytes[i])
         == (inputs.bw_input_s[1], inputs.activation_bytes[1], inputs.static_bytes[1])
@@ -162,7 +164,7 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     return _Whole(f + bi + w, p, e, q, lo, free, xs, extra)
 
 
-def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> list[float]:
+def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> _Curve:
     """For x = 0 .. free: the least extra input-grad backward time (one micro-batch) over
     whole-layer recompute choices that let lo + x middle layers fit rank `rank` (inf if none
     does) in
@@ -196,9 +198,7 @@ def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> 
         tuple((act[base] - act[k], bw[k] - bw[base]) for k in ks if act[k] < act[base])
     )
     fixed = tuple(sorted((i for i, n in groups for _ in range(n)), reverse=True))
-    return list(
-        _integer_curve(need0, per_free, fixed, least, options, free + extra_layers, extra_layers)
-    )
+    return _integer_curve(need0, per_free, fixed, least, options, free + extra_layers, extra_layers)
 
 
 def _mode_options(
@@ -224,7 +224,7 @@ def _integer_curve(
     options: tuple[tuple[float, float], ...],
     top: int,
     start: int,
-) -> tuple[float, ...]:
+) -> _Curve:
     """For x = 0 .. top - start: the least extra seconds (one micro-batch) over *whole-layer*
     recompute choices that free `need0 + (x + start) * per_free` bytes, with one layer at each
     in-flight count of `fixed` and x + start more at `least` (<= every fixed count). A layer
@@ -237,14 +237,49 @@ def _integer_curve(
     F c1 + S c2 over F with S the smallest count that frees enough (bisection on the sorted
     counts' prefix sums). Never below the LP (fractional-layer) relaxation it replaces: a
     layer's recompute is not divisible, and for memory-bound configurations one layer's full
-    recompute is 1-2 % of the step."""
+    recompute is 1-2 % of the step. Values are computed when first read (_Curve)."""
     # the levels for x are a prefix of those for top (least <= every fixed count): one
     # prefix-sum array serves every x
     prefix = list(itertools.accumulate((*fixed, *([least] * top)), initial=0))
-    return tuple(
-        _least_recompute(need0 + x * per_free, prefix, len(fixed) + x, options)
-        for x in range(start, top + 1)
+    return _Curve(
+        lambda x: _least_recompute(
+            need0 + (x + start) * per_free, prefix, len(fixed) + x + start, options
+        ),
+        top - start + 1,
     )
+
+
+class _Lazy(Sequence[float]):
+    """values[x] = fn(x) for x in 0 .. size - 1, each computed once, when first read: the
+    water-filling reads each rank's levels only up to about its share of the layers."""
+
+    def __init__(self, fn: Callable[[int], float], size: int) -> None:
+        self._fn, self._size = fn, size
+        self._memo: dict[int, float] = {}
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, x: int) -> float: ...
+    @overload
+    def __getitem__(self, x: slice) -> Sequence[float]: ...
+    def __getitem__(self, x: int | slice) -> float | Sequence[float]:
+        if isinstance(x, slice):
+            return [self[i] for i in range(*x.indices(self._size))]
+        if not 0 <= x < self._size:
+            raise IndexError(x)
+        v = self._memo.get(x)
+        if v is None:
+            v = self._memo[x] = self._fn(x)
+        return v
+
+
+class _Curve(_Lazy):
+    """A recompute curve (_integer_curve). Nondecreasing in x: from a choice for x + 1 layers,
+    drop one layer at the least in-flight count (one in the base mode if any: the bytes freed
+    stay, the need falls by per_free; else a recomputed one: it freed least * d <= least *
+    act(base) <= per_free bytes) and the rest still fits x layers, at no more time."""
 
 
 def _least_recompute(
@@ -279,16 +314,7 @@ def _least_recompute(
     return best
 
 
-def _envelope(values: list[float]) -> list[float]:
-    """The largest nondecreasing function below `values` (suffix minima): still a lower bound,
-    and what water-filling needs."""
-    out = values[:]
-    for i in range(len(out) - 2, -1, -1):
-        out[i] = min(out[i], out[i + 1])
-    return out
-
-
-def _water_fill(levels: list[list[float]], total: int) -> float:
+def _water_fill(levels: Sequence[Sequence[float]], total: int) -> float:
     """min over integer x >= 0, sum x = total, of max_r levels[r][x_r] (each nondecreasing):
     the `total` smallest steps of the merged sequences, taken greedily."""
     x = [0] * len(levels)
@@ -391,7 +417,7 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
     lo = [0 if s in (0, n_st - 1) else 1 for s in range(n_st)]
     p2p = min(inputs.p2p_s[:-1])
     ends = ((0, 0), (n_layers - 1, n_st - 1))
-    per_rank: list[list[float]] = [[float("-inf")] * len(wl.xs) for _ in range(pp)]
+    per_rank: list[list[tuple[float, float, float]]] = [[] for _ in range(pp)]
     constant = 0.0
     for c in cuts:
 
@@ -413,8 +439,13 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
         if gamma[top] <= 0.0:
             constant = max(constant, beta)
             continue
-        row = per_rank[top]
-        for x in wl.xs:  # recompute time forced by memory, passed at least `times` times
-            row[x] = max(row[x], beta + gamma[top] * x + times[top] * wl.extra[top][x])
-    pipeline = _water_fill([_envelope(row) for row in per_rank], wl.free)
+        per_rank[top].append((beta, gamma[top], times[top]))
+
+    def level(r: int) -> Callable[[int], float]:
+        # recompute time forced by memory, passed at least `times` times; nondecreasing in x
+        # (gamma > 0, times >= 0, the curve is nondecreasing): what water-filling needs
+        rows, extra = per_rank[r], wl.extra[r]
+        return lambda x: max((b + g * x + t * extra[x] for b, g, t in rows), default=-math.inf)
+
+    pipeline = _water_fill([_Lazy(level(r), len(wl.xs)) for r in range(pp)], wl.free)
     return max(constant, whole[0], pipeline) + whole[1]

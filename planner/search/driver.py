@@ -320,10 +320,19 @@ def _group_floors(
     # A measured profile may give split-backward schedules (zb-h1, zbv) their own I and W
     # times (LayerCost.split_costs), so zb-h1 is its own kind too: the group's floor is the
     # least over the kinds present.
+    # Without split costs zb-h1's PartitionInputs equal 1f1b's (same ranks, times and bytes),
+    # so the plain representative stands for it.
     plain = [c for c in members if c.schedule not in SPLIT_BACKWARD]
+    first = members[0]
+    costs = src.layer_costs(
+        micro_batch_size=first.micro_batch_size,
+        tp=first.tp,
+        sequence_parallel=first.sequence_parallel,
+    )
+    split = any(c.split_costs() != (c.bw_input_s, c.bw_weight_s) for c in costs)
     reps = [
         min(plain, key=lambda c: c.vpp) if plain else None,
-        next((c for c in members if c.schedule == "zb-h1"), None),
+        next((c for c in members if c.schedule == "zb-h1"), None) if split or not plain else None,
         next((c for c in members if c.schedule == "zbv"), None),
     ]
     floors = []

@@ -11,6 +11,7 @@ import pytest
 
 from planner.cost import PartitionInputs
 from planner.search.bounds import (
+    _integer_curve,
     _least_recompute,
     _mode_options,
     cut_floor_s,
@@ -55,6 +56,29 @@ def test_least_recompute_equals_brute_force(seed: int) -> None:
         assert got == float("inf")
     else:
         assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_recompute_curve_is_nondecreasing_and_brute_force(seed: int) -> None:
+    """The water-filling that uses the curve reads it lazily and needs it nondecreasing in x
+    (bounds._Curve): check both that and each value against every mode assignment."""
+    rng = random.Random(7000 + seed)
+    fixed = tuple(sorted((rng.randint(2, 6) for _ in range(rng.randint(0, 3))), reverse=True))
+    least = rng.randint(1, min(fixed, default=6))
+    raw = tuple((rng.uniform(0.1, 3.0), rng.uniform(0.0, 2.0)) for _ in range(rng.randint(1, 2)))
+    per_free = rng.uniform(max(d for d, _ in raw) * least, 4.0 * least * 3.0)
+    need0 = rng.uniform(-10.0, 10.0)
+    top = rng.randint(0, 6)
+    curve = _integer_curve(need0, per_free, fixed, least, _mode_options(raw), top, 0)
+    values = [curve[x] for x in range(len(curve))]
+    assert len(values) == top + 1
+    assert all(a <= b for a, b in itertools.pairwise(values))
+    for x, got in enumerate(values):
+        expected = brute_force(need0 + x * per_free, (*fixed, *([least] * x)), list(raw))
+        if expected == float("inf"):
+            assert got == float("inf")
+        else:
+            assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def three_mode_inputs(rng: random.Random, schedule: str, vpp: int) -> PartitionInputs:

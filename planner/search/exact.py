@@ -102,10 +102,14 @@ def solve_config(
     neighbours: bool = True,
     time_left: Callable[[], float] | None = None,
     known_paths: tuple[PathCut, ...] = (),
+    scored_hints: tuple[Scored, ...] = (),
+    descend: bool = True,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably.
     `known_paths`: path cuts of this configuration found before (an earlier, capped call's
-    `paths`), added to the seeds: every path is a valid cut for every partition."""
+    `paths`), added to the seeds: every path is a valid cut for every partition.
+    `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
+    run too, see improve_config)."""
     sched = schedule_of(inputs)
     result = ConfigResult(status="UNKNOWN", best=None)
     seeds = seed_cuts(sched)
@@ -114,8 +118,8 @@ def solve_config(
     if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
         result.status = "BOUNDED"  # the whole-layer cut floor reaches the bound: no solve
         return result
-    scored_hints = [Scored(h, score(inputs, h)) for h in hints]
-    reference = min((sc.score.step_time_s for sc in scored_hints), default=None)
+    hinted = [*scored_hints, *(Scored(h, score(inputs, h)) for h in hints)]
+    reference = min((sc.score.step_time_s for sc in hinted), default=None)
     model = PartitionModel(
         inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
     )
@@ -133,9 +137,9 @@ def solve_config(
             result.best = scored
         return scored
 
-    for known in scored_hints:
+    for known in hinted:
         consider(known.partition, known)
-    if split == "any" and result.best is not None:
+    if descend and split == "any" and result.best is not None:
         for better in _descend(inputs, result.best, modes, time_left=time_left):
             consider(better.partition, better)
     limit = _bound(bound_s, result.best)
@@ -190,6 +194,26 @@ def solve_config(
             and model.lower_bound_units(out.partition) <= _units(limit, model.scale)
         ):
             model.add_no_good(out.partition)
+
+
+def improve_config(
+    inputs: PartitionInputs,
+    *,
+    modes: tuple[RecomputeMode, ...],
+    hints: tuple[Partition, ...],
+    descend: bool = True,
+    time_left: Callable[[], float] | None = None,
+) -> list[Scored]:
+    """The heuristic part of solve_config alone: the hints scored and (with `descend`) the
+    hill climb from the best feasible one. Cheap next to a proof; run on every configuration
+    first, it finds the incumbent that lets the floors prune most of the others. Pass the
+    result to solve_config as `scored_hints` with `descend=False`."""
+    out = [Scored(h, score(inputs, h)) for h in hints]
+    feasible = [sc for sc in out if sc.score.feasible]
+    if descend and feasible:
+        best = min(feasible, key=lambda sc: sc.score.step_time_s)
+        out += _descend(inputs, best, modes, time_left=time_left)
+    return out
 
 
 def _lp_phase(

@@ -38,10 +38,10 @@ def test_framework_limits_agree_with_exhaustive(framework: str, seed: int) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [100_095, 200_040])
-def test_cases_a_presolve_once_proved_wrong(case: int) -> None:
-    # bench/solver_vs_exhaustive.py seed 1 case 95 and seed 2 case 40: OR-Tools 9.15's
-    # presolve probing declared INFEASIBLE a feasibility model whose optimum (a fixed
+@pytest.mark.parametrize("case", [127, 100_095, 200_040])
+def test_cases_presolve_once_proved_wrong(case: int) -> None:
+    # bench/solver_vs_exhaustive.py seed 0 case 127, seed 1 case 95, seed 2 case 40: OR-Tools
+    # 9.15's presolve declared INFEASIBLE a feasibility model whose optimum (a fixed
     # assignment) it accepted, so the optimal mode proved a worse plan optimal
-    # (planner.search.model.PartitionModel.solve turns probing off).
+    # (planner.search.model.PartitionModel.solve turns presolve off).
     assert_agrees_with_exhaustive(random_request(random.Random(case)))

@@ -27,6 +27,7 @@ from ortools.linear_solver import pywraplp
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.search.model import layer_runs, undominated_modes
+from planner.search.partition import Partition
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
 
@@ -37,14 +38,26 @@ class LpPoint:
     stage_layers: tuple[float, ...]  # fractional layers per stage at the optimum
 
 
-class CutLP:
-    """GLOP model of the relaxation; `add_cut` appends a row, `solve` re-solves."""
+@dataclass(frozen=True)
+class IpPoint:
+    status: str  # "infeasible" (nothing under the cap: proof), "feasible" or "unknown" (time)
+    partition: Partition | None  # the solution as a partition, when its counts form one
 
-    def __init__(self, inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> None:
+
+class CutLP:
+    """GLOP model of the relaxation; `add_cut` appends a row, `solve` re-solves. With
+    `integer`, the same rows over integer layer counts, solved by SCIP (`solve_integer`)."""
+
+    def __init__(
+        self, inputs: PartitionInputs, modes: tuple[RecomputeMode, ...], *, integer: bool = False
+    ) -> None:
         self.inputs = inputs
         self.modes = modes
+        self.integer = integer
         self._cuts: list[PathCut] = []
         self._seen: set[PathCut] = set()
+        # every boundary a path crosses (between ranks) costs at least the cheapest p2p
+        self._p2p = min(inputs.p2p_s[:-1], default=0.0)
         self._build()
 
     def _build(self) -> None:
@@ -52,17 +65,20 @@ class CutLP:
         runs = layer_runs(inputs)
         self._first = [run.first for run in runs]
         n, n_st = inputs.num_layers, inputs.num_stages
-        solver = pywraplp.Solver.CreateSolver("GLOP")
-        if solver is None:  # pragma: no cover - GLOP ships with OR-Tools
-            raise RuntimeError("OR-Tools has no GLOP solver")
+        backend = "SCIP" if self.integer else "GLOP"
+        solver = pywraplp.Solver.CreateSolver(backend)
+        if solver is None:  # pragma: no cover - both ship with OR-Tools
+            raise RuntimeError(f"OR-Tools has no {backend} solver")
         self.solver = solver
+        self._cap: pywraplp.Constraint | None = None  # T + P <= cap (solve_integer)
         self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)
         for g, run in enumerate(runs):
             lo = max(0, run.first - (n - n_st))
             hi = min(n_st - 1, run.first + run.count - 1)
             for s in range(lo, hi + 1):
                 for mode in undominated_modes(inputs, run.first, modes):
-                    self.x[(g, s, MODE_INDEX[mode])] = solver.NumVar(0.0, run.count, "")
+                    make = solver.IntVar if self.integer else solver.NumVar
+                    self.x[(g, s, MODE_INDEX[mode])] = make(0.0, run.count, "")
         for g, run in enumerate(runs):
             row = solver.Constraint(run.count, run.count)
             for (gg, _, _), var in self.x.items():
@@ -94,7 +110,8 @@ class CutLP:
         solver.Minimize(self.t + self.p)
 
     def add_cut(self, cut: PathCut) -> bool:
-        """T >= the path's length (p2p left out: >= 0). False if the cut is already in."""
+        """T >= the path's length (each boundary it crosses at the cheapest p2p). False if the
+        cut is already in."""
         if cut in self._seen:
             return False
         self._seen.add(cut)
@@ -104,7 +121,8 @@ class CutLP:
 
     def _add_row(self, cut: PathCut) -> None:
         inp = self.inputs
-        row = self.solver.Constraint(cut.length_s(inp.overhead_durations), self.solver.infinity())
+        constant = cut.length_s(inp.overhead_durations) + sum(cut.x) * self._p2p
+        row = self.solver.Constraint(constant, self.solver.infinity())
         row.SetCoefficient(self.t, 1.0)
         for (g, s, k), var in self.x.items():
             i = self._first[g]
@@ -127,6 +145,51 @@ class CutLP:
         for (_, s, _), var in self.x.items():
             layers[s] += var.solution_value()
         return LpPoint(self.solver.Objective().Value(), tuple(layers))
+
+    def solve_integer(self, cap_s: float, time_limit_s: float) -> IpPoint:
+        """SCIP on the integer rows (`integer=True`) with T + P <= cap_s and no objective: any
+        solution, or the proof that none exists (much faster than proving a minimum). The
+        solution is returned as a partition when its per-stage counts are one (always for a
+        GPT: the first and last layer are runs of their own, fixed to the first and last
+        stage, and every stage's blocks are then a contiguous range)."""
+        if self._cap is None:
+            self._cap = self.solver.Constraint(-self.solver.infinity(), cap_s)
+            self._cap.SetCoefficient(self.t, 1.0)
+            self._cap.SetCoefficient(self.p, 1.0)
+            self.solver.Objective().Clear()
+        self._cap.SetUb(cap_s)
+        self.solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
+        code = self.solver.Solve()
+        if code == pywraplp.Solver.INFEASIBLE:
+            return IpPoint("infeasible", None)
+        if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+            return IpPoint("unknown", None)
+        return IpPoint("feasible", self._decode())
+
+    def _decode(self) -> Partition | None:
+        """Lay the counts out stage by stage, runs in layer order; None if some run's layers
+        would land outside that run (the counts are not a contiguous partition)."""
+        by_index = {MODE_INDEX[m]: m for m in self.modes}
+        per_cell: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for (g, s, k), var in sorted(self.x.items()):
+            c = round(var.solution_value())
+            if c:
+                per_cell.setdefault((g, s), []).append((k, c))
+        runs = layer_runs(self.inputs)
+        bounds = [0]
+        modes: list[RecomputeMode] = []
+        for s in range(self.inputs.num_stages):
+            for g, run in enumerate(runs):
+                for k, c in per_cell.get((g, s), ()):
+                    if not (run.first <= len(modes) and len(modes) + c <= run.first + run.count):
+                        return None
+                    modes.extend([by_index[k]] * c)
+            if len(modes) == bounds[-1]:
+                return None  # an empty stage
+            bounds.append(len(modes))
+        if len(modes) != self.inputs.num_layers:
+            return None
+        return Partition(tuple(bounds), tuple(modes))
 
 
 def rounded_bounds(stage_layers: tuple[float, ...], num_layers: int) -> tuple[int, ...]:

@@ -42,6 +42,7 @@ class LpPoint:
 class IpPoint:
     status: str  # "infeasible" (nothing under the cap: proof), "feasible" or "unknown" (time)
     partition: Partition | None  # the solution as a partition, when its counts form one
+    wall_s: float = 0.0  # SCIP's own wall time for this solve
 
 
 class CutLP:
@@ -159,12 +160,14 @@ class CutLP:
             self.solver.Objective().Clear()
         self._cap.SetUb(cap_s)
         self.solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
+        started = self.solver.WallTime()
         code = self.solver.Solve()
+        wall = (self.solver.WallTime() - started) / 1000
         if code == pywraplp.Solver.INFEASIBLE:
-            return IpPoint("infeasible", None)
+            return IpPoint("infeasible", None, wall)
         if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-            return IpPoint("unknown", None)
-        return IpPoint("feasible", self._decode())
+            return IpPoint("unknown", None, wall)
+        return IpPoint("feasible", self._decode(), wall)
 
     def _decode(self) -> Partition | None:
         """Lay the counts out stage by stage, runs in layer order; None if some run's layers

@@ -129,6 +129,7 @@ def run_search(
     limit = request.search.time_limit_s
     pending = ordered
     share = SWEEP_SHARE * limit
+    cap = max(CONFIG_MIN_S, CONFIG_SHARE * limit)  # per configuration in the first pass
     while True:
         first_new = len(out.entries)
         pending = _sweep(request, out, src, pending, prune, len(ordered), on_progress, share)
@@ -146,12 +147,18 @@ def run_search(
             for entry in sorted(fresh, key=lambda e: (e.time_floor_s, e.estimate_s)):
                 if share_left() <= 0:
                     break
+                before = out.best
                 _improve(request, out, entry, split, num_layers, share_left)
+                if out.best is not before and out.best is not None and out.best[0] is entry:
+                    # a new incumbent: its own optimum comes next (CP-SAT and the cutting
+                    # planes often beat the hill climb there), so the rest meet a better one
+                    solver_s += _visit(
+                        request, out, entry, split, num_layers, _capped(elapsed, limit, cap)
+                    )
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
         # First pass: each configuration gets at most CONFIG_SHARE of the limit, so that one
         # hard proof cannot starve the rest; those cut short are solved again with all the
         # time left (and the better incumbent the first pass found).
-        cap = max(CONFIG_MIN_S, CONFIG_SHARE * limit)
         capped = []
         for entry in fresh:
             solver_s += _visit(request, out, entry, split, num_layers, _capped(elapsed, limit, cap))
@@ -253,7 +260,7 @@ def _visit(
     """Bound, then solve one configuration (`known_paths`: its cuts from a capped first
     pass); returns the CP-SAT time spent."""
     inputs, cfg = entry.inputs, entry.config
-    if entry.verdict == "dominated":
+    if entry.verdict != "pending":  # dominated, or visited already (after the improve pass)
         return 0.0
     exhaustive = request.search.mode == "exhaustive"
     if entry.memory_floor_bytes > inputs.cap_bytes and not exhaustive:

@@ -51,7 +51,8 @@ from planner.specs.base import RecomputeMode
 REL_TOL = 5e-10
 LP_ROUNDS = 40  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
 IP_ROUNDS = 40  # cutting-plane rounds on the integer program (_ip_phase)
-IP_SOLVE_S = 0.5  # at most this per SCIP solve; past it CP-SAT decides
+IP_SOLVE_S = 0.25  # at most this per SCIP solve; past it CP-SAT decides
+IP_SHARE = 0.3  # of a configuration's time left, at most, for the integer program's rounds
 LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
 LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
 LP_ACTION_BUDGET = 200_000  # ... or as many as keep (moves x schedule actions) below this
@@ -151,16 +152,19 @@ def solve_config(
     # The integer floor, then the LP floor may settle it without CP-SAT; their cutting planes
     # simulate partitions that may break a framework's stage split, so under one only the LP
     # floor runs.
+    # A second call with `known_paths` (a capped first pass) has had its cutting planes:
+    # their cuts are among the known paths, and CP-SAT takes it from there.
     if (
         limit is not None
         and split == "any"
+        and not known_paths
         and _ip_phase(
-            inputs, modes, seeds, lambda: _bound(bound_s, result.best), consider, time_left
+            inputs, modes, seeds, lambda: _bound(bound_s, result.best), consider, time_left, result
         )
     ):
         result.status = _settled(result, bound_s)
         return result
-    rounds = LP_ROUNDS if split == "any" else 0
+    rounds = LP_ROUNDS if split == "any" and not known_paths else 0
     if limit is not None and _lp_phase(
         inputs, modes, seeds, lambda: _bound(bound_s, result.best), consider, time_left, rounds
     ):
@@ -235,6 +239,7 @@ def _ip_phase(
     limit: Callable[[], float | None],
     consider: Callable[[Partition], Scored],
     time_left: Callable[[], float] | None = None,
+    result: ConfigResult | None = None,
     rounds: int = IP_ROUNDS,
 ) -> bool:
     """Cutting planes on the *integer* program (planner.search.cutlp.CutLP(integer=True),
@@ -255,12 +260,18 @@ def _ip_phase(
     for cut in seeds:
         ip.add_cut(cut)
     moves = _moves(inputs)
+    # at most IP_SHARE of what is left: the LP phase and CP-SAT (which prove the cases it
+    # does not, e.g. 145.6B's winner) get the rest
+    time_left = _share(time_left, IP_SHARE) if time_left is not None else None
     for _ in range(rounds):
         bound = limit()
         left = time_left() if time_left is not None else IP_SOLVE_S
         if bound is None or left <= 0:
             return False
         point = ip.solve_integer(bound * (1 + LP_MARGIN), min(IP_SOLVE_S, left))
+        if result is not None:  # SCIP solves count (and are charged) like CP-SAT's
+            result.solver_calls += 1
+            result.solver_wall_s += point.wall_s
         if point.status == "infeasible":
             return True
         if point.partition is None:
@@ -332,6 +343,12 @@ def _lp_phase(
         if not fresh:
             return False
     return False
+
+
+def _share(time_left: Callable[[], float], share: float) -> Callable[[], float]:
+    """Time left within `share` of what `time_left` says now."""
+    stop = time_left() * (1 - share)
+    return lambda: time_left() - stop
 
 
 def _moves(inputs: PartitionInputs) -> int:

@@ -22,6 +22,7 @@ what it could not prove in 20 s with the seeds alone (docs/search.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ortools.linear_solver import pywraplp
 
@@ -43,6 +44,13 @@ class IpPoint:
     status: str  # "infeasible" (nothing under the cap: proof), "feasible" or "unknown" (time)
     partition: Partition | None  # the solution as a partition, when its counts form one
     wall_s: float = 0.0  # SCIP's own wall time for this solve
+
+
+@lru_cache(maxsize=1)
+def integer_solver_available() -> bool:
+    """Whether this OR-Tools build has SCIP (the PyPI wheels do); without it the integer
+    cutting-plane phase is skipped and CP-SAT does its work."""
+    return pywraplp.Solver.CreateSolver("SCIP") is not None
 
 
 class CutLP:

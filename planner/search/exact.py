@@ -35,7 +35,7 @@ from typing import Literal
 from planner.cost import PartitionScore
 from planner.cost.partition import PartitionInputs
 from planner.search.bounds import cut_floor_s
-from planner.search.cutlp import CutLP, rounded_bounds
+from planner.search.cutlp import CutLP, integer_solver_available, rounded_bounds
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
@@ -254,7 +254,7 @@ def _ip_phase(
     layers, and closing that took CP-SAT 0.1-60 s per configuration depending on the cuts it
     had (18.4B's pp = 2 interleaved vpp 10-14); the integer program with the seed cuts alone
     is above the incumbent there in 0.01-0.2 s."""
-    if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS:
+    if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS or not integer_solver_available():
         return False
     ip = CutLP(inputs, modes, integer=True)
     for cut in seeds:

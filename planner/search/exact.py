@@ -52,6 +52,7 @@ REL_TOL = 5e-10
 LP_ROUNDS = 40  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
 IP_ROUNDS = 40  # cutting-plane rounds on the integer program (_ip_phase)
 IP_SOLVE_S = 0.25  # at most this per SCIP solve; past it CP-SAT decides
+IP_SECOND_PASS = 4  # x IP_SOLVE_S per solve in a configuration's second, uncapped pass
 IP_SHARE = 0.3  # of a configuration's time left, at most, for the integer program's rounds
 LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
 LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
@@ -152,14 +153,22 @@ def solve_config(
     # The integer floor, then the LP floor may settle it without CP-SAT; their cutting planes
     # simulate partitions that may break a framework's stage split, so under one only the LP
     # floor runs.
-    # A second call with `known_paths` (a capped first pass) has had its cutting planes:
-    # their cuts are among the known paths, and CP-SAT takes it from there.
+    # A second call with `known_paths` (a capped first pass) has had its LP rounds (their
+    # cuts are among the known paths); its SCIP solves get IP_SECOND_PASS x longer (145.6B's
+    # tp=2 pp=16 zbv: settled by a 0.3 s solve after its first pass, vs 6 s of CP-SAT).
+    solve_s = IP_SOLVE_S * (IP_SECOND_PASS if known_paths else 1)
     if (
         limit is not None
         and split == "any"
-        and not known_paths
         and _ip_phase(
-            inputs, modes, seeds, lambda: _bound(bound_s, result.best), consider, time_left, result
+            inputs,
+            modes,
+            seeds,
+            lambda: _bound(bound_s, result.best),
+            consider,
+            time_left,
+            result,
+            solve_s=solve_s,
         )
     ):
         result.status = _settled(result, bound_s)
@@ -241,6 +250,7 @@ def _ip_phase(
     time_left: Callable[[], float] | None = None,
     result: ConfigResult | None = None,
     rounds: int = IP_ROUNDS,
+    solve_s: float = IP_SOLVE_S,
 ) -> bool:
     """Cutting planes on the *integer* program (planner.search.cutlp.CutLP(integer=True),
     SCIP): the LP's rows over whole layer counts, every real partition a feasible point. Asks
@@ -249,7 +259,7 @@ def _ip_phase(
     it (it may be a better incumbent), add its critical path, ask again. Stops (False: CP-SAT
     decides) when the solution's own cut is already in (it ties the incumbent within the
     program's 1e-6 tolerances: CP-SAT settles it exactly), when the counts are not a
-    partition, when a solve hits IP_SOLVE_S or after `rounds`. Why: the
+    partition, when a solve hits `solve_s` or after `rounds`. Why: the
     LP with fractional layers stays 0.3-1 % below the optimum when stages hold one or two
     layers, and closing that took CP-SAT 0.1-60 s per configuration depending on the cuts it
     had (18.4B's pp = 2 interleaved vpp 10-14); the integer program with the seed cuts alone
@@ -265,10 +275,10 @@ def _ip_phase(
     time_left = _share(time_left, IP_SHARE) if time_left is not None else None
     for _ in range(rounds):
         bound = limit()
-        left = time_left() if time_left is not None else IP_SOLVE_S
+        left = time_left() if time_left is not None else solve_s
         if bound is None or left <= 0:
             return False
-        point = ip.solve_integer(bound * (1 + LP_MARGIN), min(IP_SOLVE_S, left))
+        point = ip.solve_integer(bound * (1 + LP_MARGIN), min(solve_s, left))
         if result is not None:  # SCIP solves count (and are charged) like CP-SAT's
             result.solver_calls += 1
             result.solver_wall_s += point.wall_s

@@ -1,20 +1,22 @@
 """The search over configurations: enumerate, bound, solve each survivor, keep the best.
 
-Order of work (objective `time`): every configuration gets its PartitionInputs, a memory floor
-and a time floor (planner.search.bounds). Configurations whose memory floor exceeds the cap are
-infeasible without a solve. The rest are visited by increasing time floor; once the floor
-reaches the incumbent's simulated step time, that configuration and all after it are pruned.
-Each visited configuration runs the exact loop of planner.search.exact with the incumbent as
-its bound (so CP-SAT proves quickly that most cannot beat it), seeded with heuristic partitions.
+Order of work (objective `time`): groups of configurations get schedule-independent floors, then
+every configuration of a surviving group its PartitionInputs, a memory floor and a time floor
+(planner.search.bounds); an improve pass runs every configuration's heuristics and hill climb
+(lowest floor first) before any proof. Configurations whose memory floor exceeds the cap are
+infeasible without a solve. The rest are solved by increasing heuristic step time (each capped
+in a first pass); one whose floor reaches the incumbent's simulated step time is pruned.
+Each visited configuration runs the exact loop of planner.search.exact with the incumbent as its
+bound (so CP-SAT proves quickly that most cannot beat it), seeded with heuristic partitions.
 Objective `bubble`: the partition of each configuration is its time-optimal one; configurations
 are ranked by (bubble fraction, step time), so none is pruned by time.
 
-Time. The planning core reads no clock. Without a `clock`, the budget is charged with CP-SAT's
-own wall time of each solve (what we hand CP-SAT as its time limit is what is left); the
-Python work around it is not counted. Callers that can read the clock (CLI, service) pass
-`clock=time.monotonic` and then the whole search is charged. Either way a search that runs out
-of time returns its best plan so far marked FEASIBLE; if it has none yet, it keeps scoring
-heuristic partitions (no CP-SAT) until one fits.
+Time. The planning core reads no clock. Without a `clock`, the budget is charged with the
+solvers' own wall time of each solve (CP-SAT's and SCIP's; what we hand them as their time limit
+is what is left); the Python work around it is not counted. Callers that can read the clock
+(CLI, service) pass `clock=time.monotonic` and then the whole search is charged. Either way a
+search that runs out of time returns its best plan so far marked FEASIBLE; if it has none yet,
+it keeps scoring heuristic partitions (no CP-SAT) until one fits.
 """
 
 from __future__ import annotations

@@ -259,11 +259,11 @@ def _ip_phase(
     it (it may be a better incumbent), add its critical path, ask again. Stops (False: CP-SAT
     decides) when the solution's own cut is already in (it ties the incumbent within the
     program's 1e-6 tolerances: CP-SAT settles it exactly), when the counts are not a
-    partition, when a solve hits `solve_s` or after `rounds`. Why: the
-    LP with fractional layers stays 0.3-1 % below the optimum when stages hold one or two
-    layers, and closing that took CP-SAT 0.1-60 s per configuration depending on the cuts it
-    had (18.4B's pp = 2 interleaved vpp 10-14); the integer program with the seed cuts alone
-    is above the incumbent there in 0.01-0.2 s."""
+    partition, when a solve hits `solve_s` or after `rounds`. Why: the LP with fractional
+    layers stays 0.3-1 % below the optimum when stages hold one or two layers, and closing that
+    took CP-SAT 0.06-60 s per configuration depending on the cuts it had (18.4B's pp = 2
+    interleaved vpp 10-14); the integer program with the seed cuts alone is above the
+    incumbent there in 0.01-0.2 s."""
     if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS or not integer_solver_available():
         return False
     ip = CutLP(inputs, modes, integer=True)

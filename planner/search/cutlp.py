@@ -5,9 +5,14 @@ Same relaxation as planner.search.relax (GLOP; x[g, s, k] >= 0 a *fractional* nu
 g's layers in stage s with mode k, every stage holds at least one layer, no contiguity):
 
     minimise T + P  subject to
-        T >= len_c(x) + overhead_c        for every path cut c added so far
-        P >= post_r(x)                    per rank r (DP sync + optimizer)
-        memory_r(x) <= cap - fixed        per rank r
+        T >= len_c(x) + overhead_c + X_c p2p_min   for every path cut c added so far
+        P >= post_r(x)                             per rank r (DP sync + optimizer)
+        memory_r(x) <= cap - fixed                 per rank r
+
+(X_c: the boundaries between ranks the path crosses, each at least the cheapest p2p time.)
+With `integer=True` the same rows over integer x, solved by SCIP as a feasibility problem
+T + P <= cap (`solve_integer`): the integer cutting-plane phase of planner.search.exact, whose
+solutions are partitions for a GPT.
 
 Every real partition is a feasible point whose objective is at most its simulated step time,
 so each optimum is a lower bound of the configuration's optimum. Why it is kept: one LP with a

@@ -1,7 +1,7 @@
 """The LP relaxation of one configuration, kept between solves so that path cuts can be added:
 the cutting-plane phase of planner.search.exact.
 
-Same relaxation as planner.search.relax (GLOP; x[g, s, k] >= 0 a *fractional* number of run
+The model of planner.search.model relaxed (GLOP; x[g, s, k] >= 0 a *fractional* number of run
 g's layers in stage s with mode k, every stage holds at least one layer, no contiguity):
 
     minimise T + P  subject to
@@ -36,6 +36,9 @@ from planner.search.model import layer_runs, undominated_modes
 from planner.search.partition import Partition
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
+
+# Floors from the LP are used with this relative margin above GLOP's / SCIP's tolerances.
+MARGIN = 1e-6
 
 
 @dataclass(frozen=True)

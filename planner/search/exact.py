@@ -35,12 +35,12 @@ from typing import Literal
 from planner.cost import PartitionScore
 from planner.cost.partition import PartitionInputs
 from planner.search.bounds import cut_floor_s
+from planner.search.cutlp import MARGIN as LP_MARGIN
 from planner.search.cutlp import CutLP, integer_solver_available, rounded_bounds
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
-from planner.search.relax import MARGIN as LP_MARGIN
 from planner.specs.base import RecomputeMode
 
 # Proof tolerance: a partition must beat the incumbent by more than this relative margin. It

@@ -15,8 +15,8 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.model import HORIZON_UNITS, PartitionModel
 from planner.search.partition import durations_of, schedule_of, score
 from planner.search.paths import critical_path, seed_cuts
-from planner.search.relax import lp_floor_s
 from planner.specs.model import ActionOverhead
+from tests.planner.search.test_cutlp import lp_floor
 
 from .random_requests import assert_agrees_with_exhaustive, random_request
 from .test_integer_floor import MODES, SCHEDULES, gpt_inputs, random_partition
@@ -65,7 +65,7 @@ def test_config_solve_and_floors_with_overhead(seed: int) -> None:
     assert floor is not None and floor <= step * (1 + 1e-12)
     plain = cut_floor_s(base, cuts)
     assert plain is not None and floor > plain  # the overhead raises the floor
-    lp = lp_floor_s(inputs, MODES, cuts)
+    lp = lp_floor(inputs, MODES, cuts)
     assert lp is None or lp <= step * (1 + 1e-6)
 
 

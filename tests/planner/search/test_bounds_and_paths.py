@@ -16,8 +16,8 @@ from planner.search.bounds import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.paths import critical_path, seed_cuts
-from planner.search.relax import lp_floor_s
 from planner.search.space import enumerate_configs
+from tests.planner.search.test_cutlp import lp_floor
 
 from .random_requests import random_request
 
@@ -78,7 +78,7 @@ def test_floors_never_exceed_a_configurations_optimum(seed: int) -> None:
             inputs.schedule, pp=inputs.pp, vpp=inputs.vpp, num_microbatches=inputs.num_microbatches
         )
         seeds = seed_cuts(sched)
-        lp = lp_floor_s(inputs, cfg.modes, seeds)
+        lp = lp_floor(inputs, cfg.modes, seeds)
         assert lp is None or lp <= step * (1 + 1e-9)
 
 

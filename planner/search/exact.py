@@ -286,19 +286,16 @@ def _ip_phase(
             return True
         if point.partition is None:
             return False
-        before = len(seeds)
-        scored = consider(point.partition)
         part = point.partition
+        scored, fresh = _probe(ip, seeds, consider, part)
         if not scored.score.feasible:  # over the cap within the program's tolerance
-            part = repaired(inputs, point.partition.bounds, modes)
-            consider(part)
-        if not sum(ip.add_cut(cut) for cut in seeds[before:]):
+            part = repaired(inputs, part.bounds, modes)
+            fresh += _probe(ip, seeds, consider, part)[1]
+        if not fresh:
             return False
         # its one-boundary neighbours: the paths the next solutions would need, at once
         for near in _neighbours(part, None, moves):
-            consider(near)
-        for cut in seeds[before:]:
-            ip.add_cut(cut)
+            _probe(ip, seeds, consider, near)
     return False
 
 
@@ -340,19 +337,26 @@ def _lp_phase(
             return False
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
         order = _unclear_first(point.stage_layers)
-        fresh = 0
-        for near in (part, *_neighbours(part, order, moves)):
-            before = len(seeds)
-            consider(near)
-            fresh += sum(lp.add_cut(cut) for cut in seeds[before:])
+        fresh = sum(
+            _probe(lp, seeds, consider, near)[1]
+            for near in (part, *_neighbours(part, order, moves))
+        )
         if not fresh:  # stalled: the other roundings of the unclear boundaries
             for split in _roundings(part, point.stage_layers, order[:LP_MOVES]):
-                before = len(seeds)
-                consider(repaired(inputs, split, modes))
-                fresh += sum(lp.add_cut(cut) for cut in seeds[before:])
+                fresh += _probe(lp, seeds, consider, repaired(inputs, split, modes))[1]
         if not fresh:
             return False
     return False
+
+
+def _probe(
+    lp: CutLP, seeds: list[PathCut], consider: Callable[[Partition], Scored], part: Partition
+) -> tuple[Scored, int]:
+    """Simulate `part` (`consider` appends its critical path to `seeds` and to the CP-SAT
+    model) and add the new cuts to `lp`; returns its score and how many cuts were new there."""
+    before = len(seeds)
+    scored = consider(part)
+    return scored, sum(lp.add_cut(cut) for cut in seeds[before:])
 
 
 def _share(time_left: Callable[[], float], share: float) -> Callable[[], float]:

@@ -58,7 +58,7 @@ class Entry:
     time_floor_s: float
     result: ConfigResult | None = None
     estimate_s: float = float("inf")  # step time of a quick heuristic partition
-    verdict: str = "pending"  # solved | memory | pruned | timeout
+    verdict: str = "pending"  # pending | dominated | solved | memory | pruned | timeout
     seeds: tuple[Scored, ...] = ()  # hints scored (and hill-climbed) by the improve pass
     descended: bool = False  # the improve pass ran its hill climb to the end
 
@@ -260,7 +260,7 @@ def _visit(
     known_paths: tuple[PathCut, ...] = (),
 ) -> float:
     """Bound, then solve one configuration (`known_paths`: its cuts from a capped first
-    pass); returns the CP-SAT time spent."""
+    pass); returns the solvers' time spent (CP-SAT and SCIP)."""
     inputs, cfg = entry.inputs, entry.config
     if entry.verdict != "pending":  # dominated, or visited already (after the improve pass)
         return 0.0
@@ -281,11 +281,10 @@ def _visit(
     if left <= 0 and best is not None:
         entry.verdict = "timeout"
         return 0.0
-    hints = _hints(entry, n)
-    if left <= 0:  # never return nothing: score the heuristics
+    if left <= 0:  # never return nothing: the heuristics (scored by the improve pass, if run)
         entry.verdict = "timeout"
-        for h in hints:
-            _offer(request, out, entry, Scored(h, score(inputs, h)))
+        for heuristic in entry.seeds or [Scored(h, score(inputs, h)) for h in _hints(entry, n)]:
+            _offer(request, out, entry, heuristic)
         return 0.0
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split)
@@ -296,9 +295,7 @@ def _visit(
             modes=cfg.modes,
             split=split,
             bound_s=bound,
-            hints=()
-            if entry.seeds
-            else tuple(h for h in hints if _split_ok(h.bounds, split, inputs)),
+            hints=() if entry.seeds else _split_hints(entry, n, split),
             scored_hints=entry.seeds,
             descend=not entry.descended,
             time_limit_s=left,
@@ -321,6 +318,11 @@ def _hints(entry: Entry, n: int) -> tuple[Partition, ...]:
     return hint_partitions(entry.inputs, entry.config.modes, (*extra, n))
 
 
+def _split_hints(entry: Entry, n: int, split: StageSplit) -> tuple[Partition, ...]:
+    """The hints that keep a framework's stage split."""
+    return tuple(h for h in _hints(entry, n) if _split_ok(h.bounds, split, entry.inputs))
+
+
 def _improve(
     request: PlanRequest,
     out: Outcome,
@@ -339,12 +341,11 @@ def _improve(
         or _cannot_win(request, out, entry)
     ):
         return
-    hints = tuple(h for h in _hints(entry, n) if _split_ok(h.bounds, split, inputs))
     entry.seeds = tuple(
         improve_config(
             inputs,
             modes=entry.config.modes,
-            hints=hints,
+            hints=_split_hints(entry, n, split),
             descend=split == "any",
             time_left=time_left,
         )
@@ -382,7 +383,7 @@ def _group_floors(
     ZeRO, sp, modes), from one or two representatives (zbv puts the first and last stage on one
     rank, which changes a tied head's bytes, so it gets its own)."""
     # Either floor is the same for every member of its kind (tests/planner/search/
-    # test_group_floor.py), so the cheapest schedule to generate represents the non-zbv ones.
+    # test_group_floor.py), so the smallest vpp represents the non-split-backward ones.
     # A measured profile may give split-backward schedules (zb-h1, zbv) their own I and W
     # times (LayerCost.split_costs), so zb-h1 is its own kind too: the group's floor is the
     # least over the kinds present.

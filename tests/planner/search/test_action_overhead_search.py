@@ -14,12 +14,12 @@ from planner.search.exact import horizon_s, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import HORIZON_UNITS, PartitionModel
 from planner.search.partition import durations_of, schedule_of, score
-from planner.search.paths import critical_path, seed_cuts
+from planner.search.paths import critical_path
 from planner.specs.model import ActionOverhead
 from tests.planner.search.test_cutlp import lp_floor
 
 from .random_requests import assert_agrees_with_exhaustive, random_request
-from .test_integer_floor import MODES, SCHEDULES, gpt_inputs, random_partition
+from .test_integer_floor import MODES, SCHEDULES, gpt_inputs, path_cuts, random_partition
 
 
 def random_overhead(rng: random.Random, scale: float) -> ActionOverhead:
@@ -58,9 +58,7 @@ def test_config_solve_and_floors_with_overhead(seed: int) -> None:
         return
     step = oracle.score.step_time_s
     assert got.score.step_time_s == pytest.approx(step, rel=1e-9)
-    sched = schedule_of(inputs)
-    cuts = seed_cuts(sched)
-    cuts.append(critical_path(sched, durations_of(oracle.score))[1])
+    cuts = path_cuts(inputs, scores=(oracle.score,))
     floor = cut_floor_s(inputs, cuts)
     assert floor is not None and floor <= step * (1 + 1e-12)
     plain = cut_floor_s(base, cuts)

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from planner.cost import PartitionInputs
+from planner.cost import PartitionInputs, PartitionScore
 from planner.schedules import generate, peak_inflight
 from planner.schedules.ir import stage_to_rank
 from planner.search.bounds import (
@@ -19,7 +19,7 @@ from planner.search.bounds import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import critical_path, seed_cuts
+from planner.search.paths import PathCut, critical_path, seed_cuts
 from planner.specs.base import RecomputeMode, ScheduleName
 
 SCHEDULES: list[tuple[ScheduleName, int]] = [
@@ -84,6 +84,23 @@ def random_partition(rng: random.Random, inputs: PartitionInputs) -> Partition:
     return Partition(bounds, tuple(rng.choice(MODES) for _ in range(n)))
 
 
+def path_cuts(
+    inputs: PartitionInputs,
+    rng: random.Random | None = None,
+    random_partitions: int = 0,
+    scores: tuple[PartitionScore, ...] = (),
+) -> list[PathCut]:
+    """What the search collects: the seed cuts, then the critical paths of `random_partitions`
+    random partitions and of the partitions scored in `scores` (every path is a valid cut for
+    every partition)."""
+    sched = schedule_of(inputs)
+    cuts = seed_cuts(sched)
+    assert rng is not None or not random_partitions
+    picked = [score(inputs, random_partition(rng, inputs)) for _ in range(random_partitions)]  # type: ignore[arg-type]
+    cuts += [critical_path(sched, durations_of(sc))[1] for sc in (*picked, *scores)]
+    return cuts
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_integer_rank_floors_never_exceed_the_optimum(seed: int) -> None:
     rng = random.Random(9000 + seed)
@@ -141,17 +158,11 @@ def test_cut_floor_never_exceeds_the_optimum(seed: int) -> None:
     rng = random.Random(7000 + seed)
     schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
     inputs = gpt_inputs(rng, schedule, vpp)
-    sched = schedule_of(inputs)
-    cuts = seed_cuts(sched)
     result = exhaustive_config(inputs, modes=MODES)
     if result.best is None:
         return
     step = result.best.score.step_time_s
-    # plus the critical paths of some partitions (what the search adds as it goes)
-    for _ in range(5):
-        sc = score(inputs, random_partition(rng, inputs))
-        cuts.append(critical_path(sched, durations_of(sc))[1])
-    cuts.append(critical_path(sched, durations_of(result.best.score))[1])
+    cuts = path_cuts(inputs, rng, random_partitions=5, scores=(result.best.score,))
     floor = cut_floor_s(inputs, cuts)
     assert floor is not None
     assert floor <= step * (1 + 1e-12)

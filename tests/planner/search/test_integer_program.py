@@ -14,10 +14,8 @@ import pytest
 from planner.search.cutlp import CutLP
 from planner.search.exact import solve_config
 from planner.search.exhaustive import exhaustive_config
-from planner.search.partition import durations_of, schedule_of, score
-from planner.search.paths import critical_path, seed_cuts
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, random_partition
+from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
 from tests.planner.search.test_recompute_curve import three_mode_inputs
 
 THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
@@ -29,13 +27,8 @@ def test_the_optimum_is_never_cut_off(seed: int) -> None:
     schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
     inputs = three_mode_inputs(rng, schedule, vpp)
     best = exhaustive_config(inputs, modes=THREE).best
-    sched = schedule_of(inputs)
-    cuts = seed_cuts(sched)
-    for _ in range(6):  # critical paths of random partitions: valid cuts for all of them
-        sc = score(inputs, random_partition(rng, inputs))
-        cuts.append(critical_path(sched, durations_of(sc))[1])
-    if best is not None:
-        cuts.append(critical_path(sched, durations_of(best.score))[1])
+    scores = (best.score,) if best is not None else ()
+    cuts = path_cuts(inputs, rng, random_partitions=6, scores=scores)
     ip = CutLP(inputs, THREE, integer=True)
     for cut in cuts:
         ip.add_cut(cut)

@@ -19,10 +19,8 @@ from planner.search.bounds import (
     time_floor_s,
 )
 from planner.search.exhaustive import exhaustive_config
-from planner.search.partition import durations_of, schedule_of
-from planner.search.paths import critical_path, seed_cuts
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs
+from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
 
 THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
@@ -115,8 +113,5 @@ def test_three_mode_floors_never_exceed_the_optimum(seed: int) -> None:
     assert floors is not None
     assert floors[0] + floors[1] <= step * (1 + 1e-12)
     assert time_floor_s(inputs) <= step * (1 + 1e-12)
-    sched = schedule_of(inputs)
-    cuts = seed_cuts(sched)
-    cuts.append(critical_path(sched, durations_of(best.score))[1])
-    floor = cut_floor_s(inputs, cuts)
+    floor = cut_floor_s(inputs, path_cuts(inputs, scores=(best.score,)))
     assert floor is not None and floor <= step * (1 + 1e-12)

@@ -154,7 +154,6 @@ def _measure_position(
     samples: dict[str, list[float]] = {k: [] for k in ("F", "B", "I", "W")}
     direct: dict[str, list[float]] = {k: [] for k in ("F", "B", "I", "W")}
     first = position == "first"
-    dev = device
     for split in (False, True):
         stage, module, x, kwargs = _stage(position, device, dtype, chunks, group)
         args = (x,) if first else ()
@@ -162,27 +161,27 @@ def _measure_position(
             keep = r >= warmup
             stage.clear_runtime_states()
             for k in range(chunks):
-                out, t_f = _timed(dev, stage.forward_one_chunk, k, args, kwargs)
+                out, t_f = _timed(device, stage.forward_one_chunk, k, args, kwargs)
                 loss = out if stage.is_last else None
                 _, t_b = _timed(
-                    dev, stage.backward_one_chunk, k, loss=loss, full_backward=not split
+                    device, stage.backward_one_chunk, k, loss=loss, full_backward=not split
                 )
-                t_w = _timed(dev, stage.backward_weight_one_chunk, k)[1] if split else 0.0
+                t_w = _timed(device, stage.backward_weight_one_chunk, k)[1] if split else 0.0
                 # the same module called directly, on a fresh input like the stage's
                 xi = x if first else x.clone().requires_grad_(True)
-                y, d_f = _timed(dev, module, xi, **kwargs)
+                y, d_f = _timed(device, module, xi, **kwargs)
                 grad = None if y.dim() == 0 else torch.ones_like(y)
                 d_i = d_b = d_w = 0.0
                 if split and not first:
                     # what the profile's split I and W time on a layer (layer_profiler)
                     groups, d_i = _timed(
-                        dev, _split_input, y, None if grad is None else [grad], xi, module
+                        device, _split_input, y, None if grad is None else [grad], xi, module
                     )
-                    _, d_w = _timed(dev, stage_backward_weight, module.parameters(), groups)
+                    _, d_w = _timed(device, stage_backward_weight, module.parameters(), groups)
                 else:
                     # B; and a first stage's W, which runs the full backward (its input has
                     # no gradient to take: its I does nothing, the profile's split I is 0)
-                    _, d_b = _timed(dev, torch.autograd.backward, y, grad)
+                    _, d_b = _timed(device, torch.autograd.backward, y, grad)
                     d_w = d_b
                 if not keep:
                     continue

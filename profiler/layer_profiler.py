@@ -291,8 +291,7 @@ def measure_layer(
     # same rounds. The difference is what full recompute adds to a micro-batch: the re-run
     # forward inside the backward and the checkpoint's own hooks (its forward saves nothing
     # but costs more than the plain one); the cost model charges it in the backward.
-    wrapped = set_recompute(module, "full")
-    plain = set_recompute(module, "none")
+    wrapped = set_recompute(module, "full")  # `module` itself stays the plain layer
 
     def fw_bw(mod: nn.Module) -> Callable[[None], None]:
         def run(_: None) -> None:
@@ -301,9 +300,8 @@ def measure_layer(
         return run
 
     plain_s, ckpt_s = measure_pairs(
-        lambda: None, fw_bw(plain), fw_bw(wrapped), device=device, repeats=repeats, warmup=warmup
+        lambda: None, fw_bw(module), fw_bw(wrapped), device=device, repeats=repeats, warmup=warmup
     )
-    module = plain
     recompute_full = summarize([max(0.0, c - p) for p, c in zip(plain_s, ckpt_s, strict=True)])
 
     attn = _attention_inputs(module, call)

@@ -248,8 +248,6 @@ def _instrument(stage: PipelineStage, index: int, timer: BusyTimer, meter: Saved
     forward = stage.forward_one_chunk
 
     def forward_recorded(*args: Any, **kwargs: Any) -> Any:
-        if not meter.active:
-            return forward(*args, **kwargs)
         with meter.recording(index):
             return forward(*args, **kwargs)
 

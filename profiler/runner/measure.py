@@ -53,7 +53,7 @@ class SavedBytesMeter:
         self.peak_bytes: dict[int, int] = {}
         self.rank_live_bytes = 0
         self.rank_peak_bytes = 0
-        self.active = True  # the runner records only while active (its untimed steps)
+        self.active = True  # records only while active (the runner's untimed steps)
 
     def reset_peaks(self) -> None:
         self.peak_bytes = dict(self.live_bytes)
@@ -61,6 +61,11 @@ class SavedBytesMeter:
 
     @contextmanager
     def recording(self, stage: int) -> Iterator[None]:
+        """Count what is saved for backward inside, as stage `stage` (nothing while not
+        `active`)."""
+        if not self.active:
+            yield
+            return
         self.live_bytes.setdefault(stage, 0)
         self.peak_bytes.setdefault(stage, 0)
         with torch.autograd.graph.saved_tensors_hooks(lambda t: self._pack(stage, t), _unpack):

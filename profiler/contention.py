@@ -46,7 +46,7 @@ from multiprocessing.synchronize import Barrier, Event
 
 import torch
 
-from planner.specs import LayerCost, ModelProfile, ModeValues
+from planner.specs import ModelProfile
 from profiler.layer_source import ModelSource
 
 __all__ = ["Contention", "measure_contention", "scale_profile"]
@@ -213,20 +213,6 @@ def measure_contention(
     )
 
 
-def _scale_cost(c: LayerCost, k: float) -> LayerCost:
-    r = c.recompute_s
-    return c.model_copy(
-        update={
-            "fw_s": c.fw_s * k,
-            "bw_input_s": c.bw_input_s * k,
-            "bw_weight_s": c.bw_weight_s * k,
-            "recompute_s": ModeValues(none=r.none * k, selective=r.selective * k, full=r.full * k),
-            "split_bw_input_s": None if c.split_bw_input_s is None else c.split_bw_input_s * k,
-            "split_bw_weight_s": None if c.split_bw_weight_s is None else c.split_bw_weight_s * k,
-        }
-    )
-
-
 def scale_profile(
     profile: ModelProfile, contention: Contention, *, basis: str = "measured"
 ) -> ModelProfile:
@@ -236,7 +222,7 @@ def scale_profile(
         raise ValueError(f"basis={basis!r} is not 'measured' or 'model'")
     k = contention.factor if basis == "measured" else contention.model_factor
     points = tuple(
-        p.model_copy(update={"kinds": {kind: _scale_cost(c, k) for kind, c in p.kinds.items()}})
+        p.model_copy(update={"kinds": {kind: c.times_scaled(k) for kind, c in p.kinds.items()}})
         for p in profile.points
     )
     notes = {

@@ -132,6 +132,26 @@ class LayerCost(Frozen):
         w = self.bw_weight_s if self.split_bw_weight_s is None else self.split_bw_weight_s
         return i, w
 
+    def times_scaled(self, k: float) -> LayerCost:
+        """Every compute time (fw, bw, recompute, split I / W) times k; bytes and FLOPs kept."""
+        r = self.recompute_s
+
+        def opt(x: float | None) -> float | None:
+            return None if x is None else x * k
+
+        return self.model_copy(
+            update={
+                "fw_s": self.fw_s * k,
+                "bw_input_s": self.bw_input_s * k,
+                "bw_weight_s": self.bw_weight_s * k,
+                "recompute_s": ModeValues(
+                    none=r.none * k, selective=r.selective * k, full=r.full * k
+                ),
+                "split_bw_input_s": opt(self.split_bw_input_s),
+                "split_bw_weight_s": opt(self.split_bw_weight_s),
+            }
+        )
+
 
 class ActionOverhead(Frozen):
     """Fixed seconds a pipeline runtime adds to each action, besides the layers' compute.
@@ -288,21 +308,15 @@ def _interpolate(points: list[ProfilePoint], kind: str, b: int) -> LayerCost:
 
 def _scale(c: LayerCost, f: float, *, params_too: bool) -> LayerCost:
     """Scale the micro-batch-dependent parts by f (and the parameters too, for a tp change)."""
-
-    def modes(x: ModeValues) -> ModeValues:
-        return ModeValues(none=x.none * f, selective=x.selective * f, full=x.full * f)
-
-    return LayerCost(
-        fw_s=c.fw_s * f,
-        bw_input_s=c.bw_input_s * f,
-        bw_weight_s=c.bw_weight_s * f,
-        recompute_s=modes(c.recompute_s),
-        activation_bytes=modes(c.activation_bytes),
-        param_bytes=c.param_bytes * f if params_too else c.param_bytes,
-        param_count=c.param_count * f if params_too else c.param_count,
-        output_bytes=c.output_bytes * (1.0 if params_too else f),
-        tp_comm_bytes=c.tp_comm_bytes * (1.0 if params_too else f),
-        fw_flops=c.fw_flops * f,
-        split_bw_input_s=None if c.split_bw_input_s is None else c.split_bw_input_s * f,
-        split_bw_weight_s=None if c.split_bw_weight_s is None else c.split_bw_weight_s * f,
+    a = c.activation_bytes
+    act = ModeValues(none=a.none * f, selective=a.selective * f, full=a.full * f)
+    return c.times_scaled(f).model_copy(
+        update={
+            "activation_bytes": act,
+            "param_bytes": c.param_bytes * f if params_too else c.param_bytes,
+            "param_count": c.param_count * f if params_too else c.param_count,
+            "output_bytes": c.output_bytes * (1.0 if params_too else f),
+            "tp_comm_bytes": c.tp_comm_bytes * (1.0 if params_too else f),
+            "fw_flops": c.fw_flops * f,
+        }
     )

@@ -3,6 +3,9 @@
 `measure(setup, run)` calls `setup()` (untimed: e.g. the forward whose backward we time),
 then times `run(state)`; `warmup` rounds are discarded and the median of `repeats` rounds is
 reported with its relative spread, (p75 - p25) / median (the inter-quartile range).
+`measure_pairs` times two pieces of work round by round (paired samples, for differences);
+`measure_chain` times two steps of one piece of work, the second on what the first returned
+(a split backward's I, then its W).
 """
 
 from __future__ import annotations
@@ -125,15 +128,18 @@ def measure_chain(
     work, the second on what the first returned: a split backward's I, then its W)."""
     a: list[float] = []
     b: list[float] = []
+    box: list[T] = []  # what `first` returned, for `second`
+
+    def run_first(s: S) -> None:
+        box.append(first(s))
+
     for i in range(warmup + repeats):
         state = setup()
         synchronize(device)
-        box: list[T] = []
-        t1 = _time_once(device, lambda s, _b=box: _b.append(first(s)), state)  # type: ignore[misc]
+        t1 = _time_once(device, run_first, state)
         del state
         synchronize(device)
-        t2 = _time_once(device, second, box[0])
-        box.clear()
+        t2 = _time_once(device, second, box.pop())
         if i >= warmup:
             a.append(t1)
             b.append(t2)

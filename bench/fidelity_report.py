@@ -110,6 +110,7 @@ def compare_repeats(
     cpu = [r.compute_cpu_ratio for r in rows]
     cpu_ratio = None if any(x is None for x in cpu) else statistics.median(x or 0.0 for x in cpu)
     speed = statistics.median(r.compute_speed_ratio for r in rows)
+    bubble = statistics.median(r.predicted_bubble for r in rows)
     factors = [r.contention_factor for r in rows]
     busy_c = [r.busy_cores_before_contention for r in rows]
     return replace(
@@ -122,8 +123,8 @@ def compare_repeats(
         step_time_error_speed_adjusted=statistics.median(
             r.step_time_error_speed_adjusted for r in rows
         ),
-        predicted_bubble=statistics.median(r.predicted_bubble for r in rows),
-        bubble_error_abs=base.measured_bubble - statistics.median(r.predicted_bubble for r in rows),
+        predicted_bubble=bubble,
+        bubble_error_abs=base.measured_bubble - bubble,
         contention_factor=statistics.median(factors),
         busy_cores_before_contention=None
         if any(x is None for x in busy_c)

@@ -10,32 +10,40 @@ stages i and i + 1 sit on different ranks.
 Speed: with no resource shared between ranks, start times are a longest path over a DAG whose
 topological order does not depend on the durations. That order (and deadlock detection) is
 computed once per Schedule object and cached; each `simulate` call is then one linear pass over
-flat integer tables. `generate` caches its Schedules, so the search reuses the compiled form.
+flat integer tables (planner.schedules.kernel: in C where it was built). `generate` caches its
+Schedules, so the search reuses the compiled form.
 """
 
 from __future__ import annotations
 
+import itertools
 import weakref
+from array import array
 from dataclasses import dataclass
+from functools import cached_property
 
 from planner.errors import DeadlockError, SpecError
-from planner.schedules.inflight import peak_inflight
-from planner.schedules.ir import Action, Schedule
+from planner.schedules import kernel
+from planner.schedules.ir import Schedule
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
 from planner.schedules.validate import KIND_INDEX, execution_order, format_grid, validate
 
 __all__ = ["simulate"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Compiled:
-    actions: tuple[Action, ...]  # topological order
     # One row per action in topological order: (rank, duration slot, dep, lag slot, dep, lag slot).
-    # Duration slot = kind * num_stages + stage; a missing dependency is -1, which reads the
-    # sentinel end-time slot at the end (always 0.0); lag slot 0 is "no p2p", boundary i is i + 1.
-    ops: tuple[tuple[int, int, int, int, int, int], ...]
+    # Duration slot = kind * num_stages + stage; a missing dependency is -1 (it ended at 0.0);
+    # lag slot 0 is "no p2p", boundary i is i + 1. Flat, as the C kernel reads them.
+    flat: array[int]
     rank_positions: tuple[tuple[int, ...], ...]  # per rank, topological positions in rank order
     peak_inflight: tuple[int, ...]
+
+    @cached_property
+    def ops(self) -> tuple[kernel.Row, ...]:
+        """The rows as tuples (the Python loops read these; the C kernel reads `flat`)."""
+        return kernel.rows_of(self.flat)
 
 
 _CACHE: dict[int, _Compiled] = {}
@@ -51,71 +59,44 @@ def _compile(schedule: Schedule) -> _Compiled:
     return hit
 
 
+def compiled_rows(schedule: Schedule) -> tuple[tuple[kernel.Row, ...], array[int]]:
+    """The schedule's compiled rows (cached; layout in planner.schedules.kernel) and their
+    flat int32 form: the critical-path search (planner.search.paths) runs on the same tables."""
+    c = _compile(schedule)
+    return c.ops, c.flat
+
+
+def compiled_flat(schedule: Schedule) -> array[int]:
+    """The compiled rows' flat int32 form alone (cached)."""
+    return _compile(schedule).flat
+
+
 def _build(schedule: Schedule) -> _Compiled:
-    """Topological order and flat tables, on integer keys (stage * 4 + kind) * m + micro-batch.
+    """Topological order and flat tables (planner.schedules.kernel.build).
 
     The dependency rule is the one `validate.execution_order` documents; that (slower, more
     descriptive) function is only called here to explain a deadlock or a malformed schedule.
     """
     stages, m, pp = schedule.num_stages, schedule.num_microbatches, schedule.pp
     rank_of = [schedule.rank_of(s) for s in range(stages)]
-    size = stages * 4 * m
-    present = bytearray(size)
-    keyed: list[list[int]] = []
-    for rank, order in enumerate(schedule.orders):
-        keys = []
-        for a in order:
-            if not (0 <= a.stage < stages and 0 <= a.microbatch < m) or rank_of[a.stage] != rank:
-                validate(schedule)  # raises ScheduleError with the marked grid
-            k = (a.stage * 4 + KIND_INDEX[a.kind]) * m + a.microbatch
-            present[k] = 1
-            keys.append(k)
-        keyed.append(keys)
-    position = [-1] * size  # topological position of each scheduled action
-    actions: list[Action] = []
-    ops: list[tuple[int, int, int, int, int, int]] = []
-    pointer = [0] * pp
-    waiting: dict[int, list[int]] = {}
-    queue = list(range(pp))
-    last = stages - 1
-    while queue:
-        rank = queue.pop()
-        keys = keyed[rank]
-        while pointer[rank] < len(keys):
-            k = keys[pointer[rank]]
-            stage, mb = divmod(k, m)
-            stage, kind = divmod(stage, 4)
-            d1 = d2 = -1  # key of each dependency
-            l1 = l2 = 0  # lag slot: boundary + 1, 0 for none
-            if kind == 0:
-                if stage > 0:
-                    d1 = ((stage - 1) * 4) * m + mb
-                    l1 = stage if rank_of[stage - 1] != rank else 0
-            elif kind == 3:
-                d1 = (stage * 4 + 2) * m + mb
-            else:
-                d1 = (stage * 4) * m + mb
-                if stage < last:
-                    d2 = ((stage + 1) * 4 + 2) * m + mb
-                    if not present[d2]:
-                        d2 -= m  # the next stage runs a full B, not I
-                    l2 = stage + 1 if rank_of[stage + 1] != rank else 0
-            blocked = next((d for d in (d1, d2) if d >= 0 and position[d] < 0), None)
-            if blocked is not None:
-                waiting.setdefault(blocked, []).append(rank)
-                break
-            position[k] = len(ops)
-            actions.append(schedule.orders[rank][pointer[rank]])
-            p1 = position[d1] if d1 >= 0 else -1  # -1 reads the sentinel end slot (0.0)
-            p2 = position[d2] if d2 >= 0 else -1
-            ops.append((rank, kind * stages + stage, p1, l1, p2, l2))
-            queue.extend(waiting.pop(k, ()))
-            pointer[rank] += 1
-    if any(pointer[r] < len(keyed[r]) for r in range(pp)):
+    codes = array(
+        "i",
+        [
+            x
+            for order in schedule.orders
+            for a in order
+            for x in (a.stage, KIND_INDEX[a.kind], a.microbatch)
+        ],
+    )
+    offsets = [0, *itertools.accumulate(len(order) for order in schedule.orders)]
+    built = kernel.build(codes, offsets, pp, stages, m, rank_of)
+    if built.status == kernel.BAD_ACTION:
+        validate(schedule)  # raises ScheduleError with the marked grid
+    if built.status != kernel.OK:
         execution_order(schedule)  # raises DeadlockError: who waits for what, and the grid
         raise DeadlockError(f"schedule cannot complete:\n{format_grid(schedule)}")
-    rank_positions = tuple(tuple(position[k] for k in keys) for keys in keyed)
-    return _Compiled(tuple(actions), tuple(ops), rank_positions, peak_inflight(schedule))
+    rank_positions = tuple(built.positions[offsets[r] : offsets[r + 1]] for r in range(pp))
+    return _Compiled(built.flat, rank_positions, built.peak_inflight)
 
 
 def _tables(durations: StageDurations, stages: int) -> tuple[list[float], list[float]]:
@@ -142,29 +123,6 @@ def _tables(durations: StageDurations, stages: int) -> tuple[list[float], list[f
     return durtab, lagtab
 
 
-def _run(
-    c: _Compiled, durtab: list[float], lagtab: list[float], pp: int
-) -> tuple[list[float], list[float], list[float]]:
-    n = len(c.actions)
-    end = [0.0] * (n + 1)
-    start = [0.0] * n
-    free = [0.0] * pp
-    busy = [0.0] * pp
-    for i, (rank, slot, d1, l1, d2, l2) in enumerate(c.ops):
-        t = free[rank]
-        ready = end[d1] + lagtab[l1]
-        if ready > t:
-            t = ready
-        ready = end[d2] + lagtab[l2]
-        if ready > t:
-            t = ready
-        duration = durtab[slot]
-        start[i] = t
-        free[rank] = end[i] = t + duration
-        busy[rank] += duration
-    return start, end, busy
-
-
 def simulate(
     schedule: Schedule, durations: StageDurations, *, with_timeline: bool = True
 ) -> SimResult:
@@ -178,15 +136,15 @@ def simulate(
     """
     c = _compile(schedule)
     durtab, lagtab = _tables(durations, schedule.num_stages)
-    start, end, busy = _run(c, durtab, lagtab, schedule.pp)
-    step_s = max(end)
+    rows = None if kernel.available() else c.ops
+    start, end, busy = kernel.run(c.flat, durtab, lagtab, schedule.pp, rows)
+    step_s = max(end, default=0.0)
     idle_s = sum(step_s - b for b in busy)
     bubble = idle_s / (schedule.pp * step_s) if step_s > 0 else 0.0
-    actions = c.actions
     timeline = (
         tuple(
-            tuple(TimedAction(actions[i], start[i], end[i]) for i in positions)
-            for positions in c.rank_positions
+            tuple(TimedAction(a, start[i], end[i]) for a, i in zip(order, positions, strict=True))
+            for order, positions in zip(schedule.orders, c.rank_positions, strict=True)
         )
         if with_timeline
         else ()

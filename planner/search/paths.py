@@ -16,11 +16,11 @@ constant: `length_s(inputs.overhead_durations)`.
 
 from __future__ import annotations
 
-import importlib
 import weakref
 from dataclasses import dataclass
 
-from planner.schedules import Schedule, StageDurations
+from planner.schedules import Schedule, StageDurations, kernel
+from planner.schedules.simulate import compiled_flat, compiled_rows
 from planner.schedules.validate import KIND_INDEX, execution_order
 
 _F, _B, _I, _W = 0, 1, 2, 3
@@ -62,38 +62,22 @@ def _compile(schedule: Schedule) -> _Compiled:
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    compiled = _from_simulator(schedule) or _from_validator(schedule)
+    compiled = _from_simulator(schedule)
     _CACHE[key] = compiled
     weakref.finalize(schedule, _CACHE.pop, key, None)
     return compiled
 
 
-def _from_simulator(schedule: Schedule) -> _Compiled | None:
-    """Reuse the simulator's compiled dependency table (cached per Schedule) when it has the
-    layout we know: rows (rank, kind * stages + stage, dep, lag slot, dep, lag slot) with the
-    sentinel dep len(rows) and lag slot 0 for "none", boundary b as slot b + 1."""
-    try:
-        sim = importlib.import_module("planner.schedules.simulate")
-        rows = sim._compile(schedule).ops
-    except (ImportError, AttributeError):
-        return None
-    n, n_st = len(rows), schedule.num_stages
-    ops = []
-    for row in rows:
-        if len(row) != 6:
-            return None
-        rank, slot, d1, l1, d2, l2 = row
-        ops.append(
-            (
-                rank,
-                slot % n_st,
-                slot // n_st,
-                d1 if d1 < n else -1,
-                l1 - 1,
-                d2 if d2 < n else -1,
-                l2 - 1,
-            )
-        )
+def _from_simulator(schedule: Schedule) -> _Compiled:
+    """The simulator's compiled dependency table (cached per Schedule), rows (rank, kind *
+    stages + stage, dep, lag slot, dep, lag slot) with lag slot 0 for "none" and boundary b as
+    slot b + 1, in this module's layout. `_from_validator` builds the same from the validator's
+    dependency rule (tests/planner/search/test_bounds_and_paths.py checks they agree)."""
+    n_st = schedule.num_stages
+    ops = [
+        (rank, slot % n_st, slot // n_st, d1, l1 - 1, d2, l2 - 1)
+        for rank, slot, d1, l1, d2, l2 in compiled_rows(schedule)[0]
+    ]
     return _Compiled(tuple(ops), n_st, schedule.pp)
 
 
@@ -112,47 +96,19 @@ def _from_validator(schedule: Schedule) -> _Compiled:
 
 
 def critical_path(schedule: Schedule, d: StageDurations) -> tuple[float, PathCut]:
-    """The makespan and one longest path of `schedule` under durations `d`."""
-    c = _compile(schedule)
-    n_st = c.num_stages
-    dur = [
-        list(d.fw_s),
-        list(d.bw_s),
-        [b - w for b, w in zip(d.bw_s, d.w_s, strict=True)],
-        list(d.w_s),
-    ]
-    lag = list(d.p2p_s)
-    n = len(c.ops)
-    end = [0.0] * n
-    pred = [-1] * n  # predecessor on the longest path
-    pred_boundary = [-1] * n
-    last_on_rank = [-1] * c.pp
-    free = [0.0] * c.pp
-    for idx, (rank, stage, kind, d1, b1, d2, b2) in enumerate(c.ops):
-        t = free[rank]
-        p, pb = last_on_rank[rank], -1
-        if d1 >= 0:
-            ready = end[d1] + (lag[b1] if b1 >= 0 else 0.0)
-            if ready > t:
-                t, p, pb = ready, d1, b1
-        if d2 >= 0:
-            ready = end[d2] + (lag[b2] if b2 >= 0 else 0.0)
-            if ready > t:
-                t, p, pb = ready, d2, b2
-        end[idx] = free[rank] = t + dur[kind][stage]
-        pred[idx], pred_boundary[idx] = p, pb
-        last_on_rank[rank] = idx
-    counts = [[0] * n_st for _ in range(4)]
-    x = [0] * max(0, n_st - 1)
-    cur = max(range(n), key=end.__getitem__)
-    makespan = end[cur]
-    while cur >= 0:
-        _, stage, kind, *_ = c.ops[cur]
-        counts[kind][stage] += 1
-        if pred_boundary[cur] >= 0:
-            x[pred_boundary[cur]] += 1
-        cur = pred[cur]
-    f, b, i, w = (tuple(v) for v in counts)
+    """The makespan and one longest path of `schedule` under durations `d` (the simulator's
+    compiled rows and planner.schedules.kernel.critical: the rank's previous action is the
+    predecessor unless a dependency ends strictly later)."""
+    n_st = schedule.num_stages
+    dur = [*d.fw_s, *d.bw_s, *(b - w for b, w in zip(d.bw_s, d.w_s, strict=True)), *d.w_s]
+    lag = [0.0, *d.p2p_s[: max(0, n_st - 1)]]
+    if kernel.available():
+        out = kernel.critical(compiled_flat(schedule), dur, lag, schedule.pp, n_st)
+    else:
+        rows, flat = compiled_rows(schedule)
+        out = kernel.critical(flat, dur, lag, schedule.pp, n_st, rows)
+    makespan, counts, x = out
+    f, b, i, w = (tuple(counts[k * n_st : (k + 1) * n_st]) for k in range(4))
     return makespan, PathCut(f=f, b=b, i=i, w=w, x=tuple(x))
 
 

@@ -88,5 +88,4 @@ def test_reused_simulator_table_matches_the_validators_dependencies(name: str, v
 
     sched = generate(name, pp=3, vpp=vpp, num_microbatches=6)  # type: ignore[arg-type]
     reused = _from_simulator(sched)
-    assert reused is not None
     assert reused.ops == _from_validator(sched).ops

@@ -1,0 +1,334 @@
+/* The simulator's inner loop in C: a longest-path pass over a compiled schedule.
+ *
+ * The same arithmetic, in the same order, as the pure-Python loops it replaces
+ * (planner/schedules/kernel.py: run_python, critical_python); IEEE doubles with no
+ * contraction, so the results are bit-identical (tests/planner/schedules/test_kernel.py).
+ *
+ * ops: int32, 6 per action in topological order: rank, duration slot, dep 1, lag slot 1,
+ * dep 2, lag slot 2; a missing dependency is -1 (end time 0.0), lag slot 0 is "no p2p".
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+
+typedef struct {
+    Py_buffer ops, dur, lag;
+    Py_ssize_t n;
+} Tables;
+
+static void release(Tables *t) {
+    PyBuffer_Release(&t->ops);
+    PyBuffer_Release(&t->dur);
+    PyBuffer_Release(&t->lag);
+}
+
+/* Check the tables: every index an op reads must lie inside its table. */
+static int check(Tables *t, int pp) {
+    if (t->ops.itemsize != 4 || t->ops.len % 24 != 0 || t->dur.itemsize != 8 ||
+        t->lag.itemsize != 8 || pp <= 0) {
+        PyErr_SetString(PyExc_ValueError, "kernel: ops must be int32 x 6, tables float64");
+        return -1;
+    }
+    t->n = t->ops.len / 24;
+    const int *ops = (const int *)t->ops.buf;
+    Py_ssize_t n_dur = t->dur.len / 8, n_lag = t->lag.len / 8;
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        const int *o = ops + 6 * i;
+        if (o[0] < 0 || o[0] >= pp || o[1] < 0 || o[1] >= n_dur || o[2] < -1 || o[2] >= i ||
+            o[4] < -1 || o[4] >= i || o[3] < 0 || o[3] >= n_lag || o[5] < 0 || o[5] >= n_lag) {
+            PyErr_Format(PyExc_ValueError, "kernel: op %zd out of range", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* end[i] of every action; pred[i] (if not NULL): the predecessor on a longest path (the
+ * previous action of the rank unless a dependency ends later, -1 for none) and pred_lag[i]
+ * the lag slot of the edge taken (0: same rank). Returns -1 on allocation failure. */
+static int longest(Tables *t, int pp, double *start, double *end, double *busy, int *pred,
+                   int *pred_lag) {
+    const int *ops = (const int *)t->ops.buf;
+    const double *dur = (const double *)t->dur.buf, *lag = (const double *)t->lag.buf;
+    double *free_at = calloc((size_t)pp, sizeof(double));
+    int *last = malloc((size_t)pp * sizeof(int));
+    if (free_at == NULL || last == NULL) {
+        free(free_at);
+        free(last);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int r = 0; r < pp; r++) last[r] = -1;
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        const int *o = ops + 6 * i;
+        int rank = o[0];
+        double t0 = free_at[rank];
+        int p = last[rank], pl = 0;
+        double ready = (o[2] >= 0 ? end[o[2]] : 0.0) + lag[o[3]];
+        if (ready > t0) {
+            t0 = ready;
+            p = o[2];
+            pl = o[3];
+        }
+        ready = (o[4] >= 0 ? end[o[4]] : 0.0) + lag[o[5]];
+        if (ready > t0) {
+            t0 = ready;
+            p = o[4];
+            pl = o[5];
+        }
+        double d = dur[o[1]];
+        if (start != NULL) start[i] = t0;
+        end[i] = free_at[rank] = t0 + d;
+        if (busy != NULL) busy[rank] += d;
+        if (pred != NULL) {
+            pred[i] = p;
+            pred_lag[i] = pl;
+        }
+        last[rank] = (int)i;
+    }
+    free(free_at);
+    free(last);
+    return 0;
+}
+
+/* run(ops, dur, lag, pp, start_out, end_out, busy_out): start and end time of every action
+ * and each rank's busy time, written into the float64 buffers given. */
+static PyObject *run(PyObject *self, PyObject *args) {
+    Tables t;
+    int pp;
+    Py_buffer start, end, busy;
+    if (!PyArg_ParseTuple(args, "y*y*y*iw*w*w*", &t.ops, &t.dur, &t.lag, &pp, &start, &end,
+                          &busy))
+        return NULL;
+    PyObject *result = NULL;
+    if (check(&t, pp) < 0) goto done;
+    if (start.len < t.n * 8 || end.len < t.n * 8 || busy.len < pp * 8) {
+        PyErr_SetString(PyExc_ValueError, "kernel.run: output buffers too small");
+        goto done;
+    }
+    double *b = (double *)busy.buf;
+    for (int r = 0; r < pp; r++) b[r] = 0.0;
+    if (longest(&t, pp, (double *)start.buf, (double *)end.buf, b, NULL, NULL) < 0) goto done;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(&t);
+    PyBuffer_Release(&start);
+    PyBuffer_Release(&end);
+    PyBuffer_Release(&busy);
+    return result;
+}
+
+/* critical(ops, dur, lag, pp, num_stages, counts_out, x_out) -> makespan: one longest path,
+ * its visits per duration slot (int32, 4 x num_stages: kind-major as the slots) and per
+ * boundary (int32, num_stages - 1), added into the zeroed buffers given. */
+static PyObject *critical(PyObject *self, PyObject *args) {
+    Tables t;
+    int pp, n_st;
+    Py_buffer counts, xs;
+    if (!PyArg_ParseTuple(args, "y*y*y*iiw*w*", &t.ops, &t.dur, &t.lag, &pp, &n_st, &counts,
+                          &xs))
+        return NULL;
+    PyObject *result = NULL;
+    double *end = NULL;
+    int *pred = NULL, *pred_lag = NULL;
+    if (check(&t, pp) < 0) goto done;
+    if (counts.itemsize != 4 || xs.itemsize != 4 || counts.len < 4 * n_st * 4 ||
+        xs.len < (n_st > 1 ? n_st - 1 : 0) * 4 || t.dur.len / 8 > 4 * (Py_ssize_t)n_st ||
+        t.lag.len / 8 > n_st) {
+        PyErr_SetString(PyExc_ValueError, "kernel.critical: bad output buffers");
+        goto done;
+    }
+    if (t.n == 0) {
+        result = PyFloat_FromDouble(0.0);
+        goto done;
+    }
+    end = malloc((size_t)t.n * sizeof(double));
+    pred = malloc((size_t)t.n * sizeof(int));
+    pred_lag = malloc((size_t)t.n * sizeof(int));
+    if (end == NULL || pred == NULL || pred_lag == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (longest(&t, pp, NULL, end, NULL, pred, pred_lag) < 0) goto done;
+    Py_ssize_t cur = 0;
+    for (Py_ssize_t i = 1; i < t.n; i++)
+        if (end[i] > end[cur]) cur = i;
+    double makespan = end[cur];
+    int *c = (int *)counts.buf, *x = (int *)xs.buf;
+    const int *ops = (const int *)t.ops.buf;
+    while (cur >= 0) {
+        c[ops[6 * cur + 1]] += 1;
+        if (pred_lag[cur] > 0) x[pred_lag[cur] - 1] += 1;
+        cur = pred[cur];
+    }
+    result = PyFloat_FromDouble(makespan);
+done:
+    free(end);
+    free(pred);
+    free(pred_lag);
+    release(&t);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&xs);
+    return result;
+}
+
+/* build(codes, offsets, pp, num_stages, m, rank_of, ops_out, pos_out, peak_out) -> status.
+ *
+ * Compiles a schedule: codes are int32 triples (stage, kind 0..3 = F B I W, micro-batch) of
+ * every rank's actions in order, rank r's at triples offsets[r] .. offsets[r + 1]. Writes the
+ * rows (layout above) in a topological order, each action's topological position (in the
+ * input's order) and each stage's peak in-flight micro-batches (+1 at F, -1 at B or W).
+ * Returns 0, 1 (an action out of range or on a rank that does not hold its stage) or 2 (the
+ * orders deadlock). The same walk as planner/schedules/kernel.py: build_python: ranks run
+ * until blocked, a stack of runnable ranks, a blocked rank resumes when the action it waits
+ * on is placed (ranks waiting on one action resume in the order they blocked). */
+static PyObject *build(PyObject *self, PyObject *args) {
+    Py_buffer codes, offsets, rank_of, ops_out, pos_out, peak_out;
+    int pp, n_st, m;
+    if (!PyArg_ParseTuple(args, "y*y*iiiy*w*w*w*", &codes, &offsets, &pp, &n_st, &m, &rank_of,
+                          &ops_out, &pos_out, &peak_out))
+        return NULL;
+    PyObject *result = NULL;
+    int *position = NULL, *key_of = NULL, *pointer = NULL, *stack = NULL, *wait_head = NULL,
+        *wait_tail = NULL, *next_wait = NULL, *held = NULL;
+    unsigned char *present = NULL;
+    Py_ssize_t n = codes.len / 12;
+    const int *code = (const int *)codes.buf, *off = (const int *)offsets.buf,
+              *rof = (const int *)rank_of.buf;
+    if (codes.itemsize != 4 || offsets.itemsize != 4 || rank_of.itemsize != 4 ||
+        codes.len % 12 != 0 || pp <= 0 || n_st <= 0 || m <= 0 ||
+        offsets.len < (Py_ssize_t)(pp + 1) * 4 || rank_of.len < (Py_ssize_t)n_st * 4 ||
+        ops_out.len < n * 24 || pos_out.len < n * 4 || peak_out.len < (Py_ssize_t)n_st * 4 ||
+        off[0] != 0 || off[pp] != n) {
+        PyErr_SetString(PyExc_ValueError, "kernel.build: bad buffers");
+        goto done;
+    }
+    for (int r = 0; r < pp; r++)
+        if (off[r + 1] < off[r]) {
+            PyErr_SetString(PyExc_ValueError, "kernel.build: offsets must not decrease");
+            goto done;
+        }
+    Py_ssize_t size = (Py_ssize_t)n_st * 4 * m;
+    present = calloc((size_t)size, 1);
+    position = malloc((size_t)size * sizeof(int));
+    key_of = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    pointer = malloc((size_t)pp * sizeof(int));
+    stack = malloc((size_t)pp * sizeof(int));
+    wait_head = malloc((size_t)size * sizeof(int));
+    wait_tail = malloc((size_t)size * sizeof(int));
+    next_wait = malloc((size_t)pp * sizeof(int));
+    held = calloc((size_t)n_st, sizeof(int));
+    if (!present || !position || !key_of || !pointer || !stack || !wait_head || !wait_tail ||
+        !next_wait || !held) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int *peak = (int *)peak_out.buf;
+    for (int s = 0; s < n_st; s++) peak[s] = 0;
+    for (int r = 0; r < pp; r++) {
+        for (int j = off[r]; j < off[r + 1]; j++) {
+            int stage = code[3 * j], kind = code[3 * j + 1], mb = code[3 * j + 2];
+            if (stage < 0 || stage >= n_st || kind < 0 || kind > 3 || mb < 0 || mb >= m ||
+                rof[stage] != r) {
+                result = PyLong_FromLong(1);
+                goto done;
+            }
+            int k = (stage * 4 + kind) * m + mb;
+            present[k] = 1;
+            key_of[j] = k;
+            if (kind == 0) {
+                if (++held[stage] > peak[stage]) peak[stage] = held[stage];
+            } else if (kind != 2) {
+                held[stage] -= 1;
+            }
+        }
+    }
+    for (Py_ssize_t k = 0; k < size; k++) position[k] = wait_head[k] = -1;
+    int top = 0;
+    for (int r = 0; r < pp; r++) {
+        pointer[r] = off[r];
+        stack[top++] = r;
+    }
+    int *ops = (int *)ops_out.buf, *pos = (int *)pos_out.buf;
+    int placed = 0, last = n_st - 1;
+    while (top > 0) {
+        int rank = stack[--top];
+        while (pointer[rank] < off[rank + 1]) {
+            int j = pointer[rank], k = key_of[j];
+            int stage = code[3 * j], kind = code[3 * j + 1], mb = code[3 * j + 2];
+            int d1 = -1, d2 = -1, l1 = 0, l2 = 0;
+            if (kind == 0) {
+                if (stage > 0) {
+                    d1 = ((stage - 1) * 4) * m + mb;
+                    l1 = rof[stage - 1] != rank ? stage : 0;
+                }
+            } else if (kind == 3) {
+                d1 = (stage * 4 + 2) * m + mb;
+            } else {
+                d1 = (stage * 4) * m + mb;
+                if (stage < last) {
+                    d2 = ((stage + 1) * 4 + 2) * m + mb;
+                    if (!present[d2]) d2 -= m; /* the next stage runs a full B, not I */
+                    l2 = rof[stage + 1] != rank ? stage + 1 : 0;
+                }
+            }
+            int blocked = -1;
+            if (d1 >= 0 && position[d1] < 0)
+                blocked = d1;
+            else if (d2 >= 0 && position[d2] < 0)
+                blocked = d2;
+            if (blocked >= 0) {
+                next_wait[rank] = -1;
+                if (wait_head[blocked] < 0)
+                    wait_head[blocked] = rank;
+                else
+                    next_wait[wait_tail[blocked]] = rank;
+                wait_tail[blocked] = rank;
+                break;
+            }
+            position[k] = placed;
+            pos[j] = placed;
+            int *o = ops + 6 * placed;
+            o[0] = rank;
+            o[1] = kind * n_st + stage;
+            o[2] = d1 >= 0 ? position[d1] : -1;
+            o[3] = l1;
+            o[4] = d2 >= 0 ? position[d2] : -1;
+            o[5] = l2;
+            placed++;
+            for (int w = wait_head[k]; w >= 0; w = next_wait[w]) stack[top++] = w;
+            wait_head[k] = -1;
+            pointer[rank]++;
+        }
+    }
+    result = PyLong_FromLong(placed == n ? 0 : 2);
+done:
+    free(present);
+    free(position);
+    free(key_of);
+    free(pointer);
+    free(stack);
+    free(wait_head);
+    free(wait_tail);
+    free(next_wait);
+    free(held);
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&rank_of);
+    PyBuffer_Release(&ops_out);
+    PyBuffer_Release(&pos_out);
+    PyBuffer_Release(&peak_out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"run", run, METH_VARARGS, "Start, end and busy times of a compiled schedule."},
+    {"build", build, METH_VARARGS, "Compile per-rank orders into topological rows."},
+    {"critical", critical, METH_VARARGS, "Makespan and one longest path's visit counts."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernel", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kernel(void) { return PyModule_Create(&module); }

@@ -1,0 +1,31 @@
+from array import array
+
+def run(
+    ops: array[int],
+    dur: array[float],
+    lag: array[float],
+    pp: int,
+    start: array[float],
+    end: array[float],
+    busy: array[float],
+) -> None: ...
+def critical(
+    ops: array[int],
+    dur: array[float],
+    lag: array[float],
+    pp: int,
+    num_stages: int,
+    counts: array[int],
+    xs: array[int],
+) -> float: ...
+def build(
+    codes: array[int],
+    offsets: array[int],
+    pp: int,
+    num_stages: int,
+    m: int,
+    rank_of: array[int],
+    ops_out: array[int],
+    pos_out: array[int],
+    peak_out: array[int],
+) -> int: ...

@@ -1,0 +1,156 @@
+"""The C longest-path kernel against its Python twin: bit-identical floats and the same path.
+
+Durations are drawn from a few integers so that ties (where the tie-break decides which path is
+reported) are common, and from arbitrary floats so that rounding would show.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from array import array
+
+import pytest
+
+from planner.schedules import Schedule, StageDurations, generate, kernel, simulate
+from planner.schedules.inflight import peak_inflight
+from planner.schedules.simulate import compiled_rows
+from planner.schedules.validate import KIND_INDEX
+from planner.search.paths import critical_path
+
+CASES = [
+    ("gpipe", 4, 1, 6),
+    ("1f1b", 5, 1, 9),
+    ("interleaved-1f1b", 4, 3, 8),
+    ("zb-h1", 6, 1, 7),
+    ("zbv", 4, 2, 10),
+    ("1f1b", 1, 1, 3),
+]
+
+
+def test_the_c_kernel_is_built() -> None:
+    # `pip install -e .` compiles it (setup.py); without it the search is 50-100x slower
+    assert kernel.available()
+
+
+def _tables(n_st: int, rng: random.Random, ties: bool) -> tuple[list[float], list[float]]:
+    def value() -> float:
+        return float(rng.randint(0, 3)) if ties else rng.uniform(0.0, 5.0)
+
+    fw = [value() for _ in range(n_st)]
+    w = [value() for _ in range(n_st)]
+    bw = [x + value() for x in w]
+    dur = [*fw, *bw, *(b - x for b, x in zip(bw, w, strict=True)), *w]
+    lag = [0.0, *(value() for _ in range(n_st - 1))]
+    return dur, lag
+
+
+@pytest.mark.skipif(not kernel.available(), reason="the C kernel was not built")
+@pytest.mark.parametrize(("name", "pp", "vpp", "m"), CASES)
+@pytest.mark.parametrize("ties", [True, False])
+def test_kernel_matches_python(name: str, pp: int, vpp: int, m: int, ties: bool) -> None:
+    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+    rows, flat = compiled_rows(sched)
+    rng = random.Random(f"{name}{pp}{vpp}{m}{ties}")
+    for _ in range(30):
+        dur, lag = _tables(sched.num_stages, rng, ties)
+        start, end, busy = kernel.run(flat, dur, lag, pp)
+        assert isinstance(end, array)  # the C path ran
+        want = kernel.run_python(rows, dur, lag, pp)
+        assert (list(start), list(end), list(busy)) == want
+        got = kernel.critical(flat, dur, lag, pp, sched.num_stages)
+        assert got == kernel.critical_python(rows, dur, lag, pp, sched.num_stages)
+        assert got[0] == max(want[1])
+
+
+@pytest.mark.parametrize(("name", "pp", "vpp", "m"), CASES)
+def test_critical_path_length_is_the_makespan(name: str, pp: int, vpp: int, m: int) -> None:
+    """The reported path is a real longest path: its length under the durations (counts times
+    durations, plus p2p) is the simulated step time."""
+    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+    rng = random.Random(name)
+    n_st = sched.num_stages
+    for _ in range(20):
+        w = [rng.uniform(0, 1) for _ in range(n_st)]
+        d = StageDurations(
+            fw_s=tuple(rng.uniform(0, 2) for _ in range(n_st)),
+            bw_s=tuple(x + rng.uniform(0, 2) for x in w),
+            w_s=tuple(w),
+            p2p_s=tuple(rng.uniform(0, 0.5) for _ in range(n_st - 1)),
+        )
+        makespan, cut = critical_path(sched, d)
+        step = simulate(sched, d, with_timeline=False).step_time_s
+        assert makespan == step
+        assert cut.length_s(d) == pytest.approx(step, rel=1e-12)
+
+
+def test_kernel_rejects_a_dependency_on_a_later_action() -> None:
+    if not kernel.available():
+        pytest.skip("the C kernel was not built")
+    from planner.schedules import _kernel
+
+    bad = array("i", [0, 0, 1, 0, -1, 0, 0, 0, -1, 0, -1, 0])  # row 0 waits on row 1
+    out = array("d", bytes(16))
+    with pytest.raises(ValueError, match="out of range"):
+        _kernel.run(bad, array("d", [1.0]), array("d", [0.0]), 1, out, out, array("d", [0.0]))
+
+
+def _codes(sched: Schedule) -> tuple[array[int], list[int], list[int]]:
+    codes = array(
+        "i",
+        [x for o in sched.orders for a in o for x in (a.stage, KIND_INDEX[a.kind], a.microbatch)],
+    )
+    offsets = [0, *itertools.accumulate(len(o) for o in sched.orders)]
+    return codes, offsets, [sched.rank_of(s) for s in range(sched.num_stages)]
+
+
+@pytest.mark.skipif(not kernel.available(), reason="the C kernel was not built")
+@pytest.mark.parametrize(("name", "pp", "vpp", "m"), CASES)
+def test_build_matches_python(name: str, pp: int, vpp: int, m: int) -> None:
+    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+    codes, offsets, rank_of = _codes(sched)
+    got = kernel.build(codes, offsets, pp, sched.num_stages, m, rank_of)
+    want = kernel.build_python(codes, offsets, pp, sched.num_stages, m, rank_of)
+    assert got.status == kernel.OK
+    assert (got.flat, got.positions) == (want.flat, want.positions)
+    assert kernel.rows_of(got.flat) == compiled_rows(sched)[0]
+    assert got.peak_inflight == want.peak_inflight == peak_inflight(sched)
+
+
+@pytest.mark.parametrize("builder", ["c", "python"])
+def test_build_reports_bad_actions_and_deadlocks(builder: str) -> None:
+    if builder == "c" and not kernel.available():
+        pytest.skip("the C kernel was not built")
+    fn = kernel.build if builder == "c" else kernel.build_python
+    # two ranks, one stage each, one micro-batch: F0 F1 / B1 B0 in a valid order
+    ok = array("i", [0, 0, 0, 0, 1, 0, 1, 0, 0, 1, 1, 0])
+    assert fn(ok, [0, 2, 4], 2, 2, 1, [0, 1]).status == kernel.OK
+    # rank 0 runs its B before stage 1's B exists: it waits forever on it
+    # (rank 1 waits on rank 0's F, which comes after the B)
+    dead = array("i", [0, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 0])
+    assert fn(dead, [0, 2, 4], 2, 2, 1, [0, 1]).status == kernel.DEADLOCK
+    wrong_rank = array("i", [1, 0, 0, 0, 1, 0, 1, 0, 0, 1, 1, 0])  # stage 1 on rank 0
+    assert fn(wrong_rank, [0, 2, 4], 2, 2, 1, [0, 1]).status == kernel.BAD_ACTION
+    late_mb = array("i", [0, 0, 1, 0, 1, 0, 1, 0, 0, 1, 1, 0])  # micro-batch 1 of 1
+    assert fn(late_mb, [0, 2, 4], 2, 2, 1, [0, 1]).status == kernel.BAD_ACTION
+
+
+@pytest.mark.parametrize(("name", "pp", "vpp", "m"), CASES)
+def test_simulator_without_the_kernel_gives_the_same_result(
+    name: str, pp: int, vpp: int, m: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback path end to end: simulate (timeline included) and the critical path."""
+    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+    n_st = sched.num_stages
+    rng = random.Random(m)
+    w = [rng.uniform(0, 1) for _ in range(n_st)]
+    d = StageDurations(
+        fw_s=tuple(rng.uniform(0, 2) for _ in range(n_st)),
+        bw_s=tuple(x + rng.uniform(0, 2) for x in w),
+        w_s=tuple(w),
+        p2p_s=tuple(rng.uniform(0, 0.5) for _ in range(n_st - 1)),
+    )
+    fast = simulate(sched, d), critical_path(sched, d)
+    monkeypatch.setattr(kernel, "_kernel", None)
+    assert not kernel.available()
+    assert (simulate(sched, d), critical_path(sched, d)) == fast

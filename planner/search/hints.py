@@ -78,38 +78,43 @@ def min_memory(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Par
 def repaired(
     inputs: PartitionInputs, bounds: tuple[int, ...], modes: tuple[RecomputeMode, ...]
 ) -> Partition:
-    """Fastest modes first, then trade time for memory on the ranks over the cap."""
+    """Fastest modes first, then trade time for memory on the ranks over the cap: while the
+    fullest rank (the first of equals) is over, step the layer of that rank with the most bytes
+    saved per second added (the first of equals) to its next mode.
+
+    Each rank's bytes are summed over its layers in layer order, and only the rank that
+    changed is summed again: the same floats as summing every rank every step, at a fraction
+    of the cost (the search calls this for every neighbour it simulates)."""
     order = sorted(modes, key=lambda m: MODE_INDEX[m])  # none, selective, full
+    ks = [MODE_INDEX[m] for m in order]
     current = [0] * inputs.num_layers  # index into `order`
     stage_of = [0] * inputs.num_layers
+    layers_of: list[list[int]] = [[] for _ in range(inputs.pp)]
     for s in range(inputs.num_stages):
         for i in range(bounds[s], bounds[s + 1]):
             stage_of[i] = s
+    for i in range(inputs.num_layers):
+        layers_of[inputs.stage_rank[stage_of[i]]].append(i)
+    static, act, inflight = inputs.static_bytes, inputs.activation_bytes, inputs.inflight
 
-    def rank_bytes() -> list[float]:
-        mem = [inputs.fixed_bytes] * inputs.pp
-        for i in range(inputs.num_layers):
-            s = stage_of[i]
-            k = MODE_INDEX[order[current[i]]]
-            mem[inputs.stage_rank[s]] += (
-                inputs.static_bytes[i] + inputs.inflight[s] * inputs.activation_bytes[i][k]
-            )
+    def rank_bytes(r: int) -> float:
+        mem = inputs.fixed_bytes
+        for i in layers_of[r]:
+            mem += static[i] + inflight[stage_of[i]] * act[i][ks[current[i]]]
         return mem
 
+    mem = [rank_bytes(r) for r in range(inputs.pp)]
     for _ in range(inputs.num_layers * len(order)):
-        mem = rank_bytes()
         worst = max(range(inputs.pp), key=mem.__getitem__)
         if mem[worst] <= inputs.cap_bytes:
             break
         best_i, best_ratio = -1, -1.0
-        for i in range(inputs.num_layers):
-            s = stage_of[i]
-            if inputs.stage_rank[s] != worst or current[i] + 1 >= len(order):
+        for i in layers_of[worst]:
+            c = current[i]
+            if c + 1 >= len(order):
                 continue
-            k0, k1 = MODE_INDEX[order[current[i]]], MODE_INDEX[order[current[i] + 1]]
-            saved = inputs.inflight[s] * (
-                inputs.activation_bytes[i][k0] - inputs.activation_bytes[i][k1]
-            )
+            k0, k1 = ks[c], ks[c + 1]
+            saved = inflight[stage_of[i]] * (act[i][k0] - act[i][k1])
             cost = inputs.bw_input_s[i][k1] - inputs.bw_input_s[i][k0]
             ratio = saved / max(cost, 1e-15)
             if saved > 0 and ratio > best_ratio:
@@ -117,6 +122,7 @@ def repaired(
         if best_i < 0:
             break
         current[best_i] += 1
+        mem[worst] = rank_bytes(worst)
     return Partition(bounds, tuple(order[c] for c in current))
 
 

@@ -45,6 +45,7 @@ MARGIN = 1e-6
 class LpPoint:
     value_s: float  # the LP optimum: a lower bound of the configuration's step time
     stage_layers: tuple[float, ...]  # fractional layers per stage at the optimum
+    rank_counts: tuple[float, ...] = ()  # layers of the counted run per rank (count_run)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class CutLP:
         self._seen: set[PathCut] = set()
         # every boundary a path crosses (between ranks) costs at least the cheapest p2p
         self._p2p = min(inputs.p2p_s[:-1], default=0.0)
+        self._counted: int | None = None  # the run whose per-rank count has rows (count_run)
+        self._count_bounds: tuple[tuple[int, int], ...] = ()
         self._build()
 
     def _build(self) -> None:
@@ -125,6 +128,28 @@ class CutLP:
                 act = inputs.inflight[s] * inputs.activation_bytes[i][k]
                 mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
         solver.Minimize(self.t + self.p)
+        self._count_rows: list[pywraplp.Constraint] = []
+        if self._counted is not None:
+            self.count_run(self._counted)
+            self.set_count_bounds(self._count_bounds)
+
+    def count_run(self, run: int) -> None:
+        """Rows lo_r <= (layers of `run` on rank r) <= hi_r, one per rank, for branching on
+        them (set_count_bounds); free until bounds are set."""
+        self._counted = run
+        self._count_rows = []
+        for r in range(self.inputs.pp):
+            row = self.solver.Constraint(0.0, self.solver.infinity())
+            for (g, s, _), var in self.x.items():
+                if g == run and self.inputs.stage_rank[s] == r:
+                    row.SetCoefficient(var, 1.0)
+            self._count_rows.append(row)
+
+    def set_count_bounds(self, bounds: tuple[tuple[int, int], ...]) -> None:
+        """Per rank (lo, hi) for the counted run's layers on it (count_run first)."""
+        self._count_bounds = bounds
+        for row, (lo, hi) in zip(self._count_rows, bounds, strict=False):
+            row.SetBounds(float(lo), float(hi))
 
     def add_cut(self, cut: PathCut) -> bool:
         """T >= the path's length (each boundary it crosses at the cheapest p2p). False if the
@@ -149,19 +174,28 @@ class CutLP:
                 row.SetCoefficient(var, -v)
 
     def solve(self) -> LpPoint | None:
-        """The LP optimum, or None. GLOP's warm re-solve after many added rows sometimes ends
-        ABNORMAL (18.4B, pp = 2 interleaved vpp = 12, ~140 cuts); the LP is then rebuilt
-        with every cut and solved cold once."""
-        if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
+        """The LP optimum (value inf if the LP is infeasible: nothing fits), or None. GLOP's
+        warm re-solve after many added rows sometimes ends ABNORMAL (18.4B, pp = 2
+        interleaved vpp = 12, ~140 cuts); the LP is then rebuilt with every cut and solved
+        cold once."""
+        code = self.solver.Solve()
+        if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE):
             self._build()
             for cut in self._cuts:
                 self._add_row(cut)
-            if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
-                return None
+            code = self.solver.Solve()
+        if code == pywraplp.Solver.INFEASIBLE:
+            return LpPoint(float("inf"), ())
+        if code != pywraplp.Solver.OPTIMAL:
+            return None
         layers = [0.0] * self.inputs.num_stages
-        for (_, s, _), var in self.x.items():
-            layers[s] += var.solution_value()
-        return LpPoint(self.solver.Objective().Value(), tuple(layers))
+        counts = [0.0] * self.inputs.pp
+        for (g, s, _), var in self.x.items():
+            v = var.solution_value()
+            layers[s] += v
+            if g == self._counted:
+                counts[self.inputs.stage_rank[s]] += v
+        return LpPoint(self.solver.Objective().Value(), tuple(layers), tuple(counts))
 
     def solve_integer(self, cap_s: float, time_limit_s: float) -> IpPoint:
         """SCIP on the integer rows (`integer=True`) with T + P <= cap_s and no objective: any

@@ -371,12 +371,19 @@ def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
     return inputs.fixed_bytes + (static + act) / inputs.pp
 
 
-def group_time_floor_s(inputs: PartitionInputs) -> float:
+def group_time_floor_s(inputs: PartitionInputs, enough_s: float | None = None) -> float:
+    """Valid for every schedule and vpp of the group: the busiest rank's average work and
+    micro-batch 0's chain, plus the average post time; then, unless that alone reaches
+    `enough_s` (the incumbent: the group is pruned either way), the whole-layer rank floors
+    (integer_rank_floors_s, most of this function's cost)."""
     w = work_s(inputs)
-    floor = max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))
+    pipeline = max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))
+    floor = pipeline + sum(inputs.post_s) / inputs.pp
+    if enough_s is not None and floor >= enough_s:
+        return floor
     whole = integer_rank_floors_s(inputs, per_stage=False)
     if whole is not None:
-        floor = max(floor, whole[0]) + whole[1]
+        floor = max(floor, max(pipeline, whole[0]) + whole[1])
     return floor
 
 

@@ -206,7 +206,12 @@ def _sweep(
             on_progress((total - len(groups) + done) / max(1, total))
         if out.best is not None and out.now() >= share_s:
             return groups[done:]
-        floors = _group_floors(request, src, members)
+        enough = (
+            out.best[1].score.step_time_s * (1 - REL_TOL)
+            if prune and request.objective == "time" and out.best is not None
+            else None
+        )
+        floors = _group_floors(request, src, members, enough)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
             out.group_memory_floor = min(out.group_memory_floor, floors[0])
@@ -377,11 +382,12 @@ def _cannot_win(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
 
 
 def _group_floors(
-    request: PlanRequest, src: CostSource, members: list[Config]
+    request: PlanRequest, src: CostSource, members: list[Config], enough_s: float | None = None
 ) -> tuple[float, float] | None:
     """Schedule-independent (memory, time) floors of configurations sharing (tp, pp, dp, mbs,
     ZeRO, sp, modes), from one or two representatives (zbv puts the first and last stage on one
-    rank, which changes a tied head's bytes, so it gets its own)."""
+    rank, which changes a tied head's bytes, so it gets its own). A time floor at or above
+    `enough_s` may be returned before its costliest part (group_time_floor_s)."""
     # Either floor is the same for every member of its kind (tests/planner/search/
     # test_group_floor.py), so the smallest vpp represents the non-split-backward ones.
     # A measured profile may give split-backward schedules (zb-h1, zbv) their own I and W
@@ -413,7 +419,8 @@ def _group_floors(
             rin = partition_inputs(request, rep.candidate(), source=src, given_inflight=least)
         except SpecError:
             continue
-        floors.append((group_memory_floor_bytes(rin), group_time_floor_s(rin)))
+        # (a memory-pruned group's time floor explains what memory cost: planner.search.explain)
+        floors.append((group_memory_floor_bytes(rin), group_time_floor_s(rin, enough_s)))
     if not floors:
         return None
     return min(f[0] for f in floors), min(f[1] for f in floors)

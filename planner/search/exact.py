@@ -56,10 +56,11 @@ IP_ROUNDS = 40  # cutting-plane rounds on the integer program (_ip_phase)
 IP_SOLVE_S = 0.25  # at most this per SCIP solve; past it CP-SAT decides
 IP_SECOND_PASS = 4  # x IP_SOLVE_S per solve in a configuration's second, uncapped pass
 IP_SHARE = 0.3  # of a configuration's time left, at most, for the integer program's rounds
+IP_FIRST_LAYERS = 3  # layers per stage below which the integer program runs before the LP
 LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
 LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
 LP_ACTION_BUDGET = 200_000  # ... or as many as keep (moves x schedule actions) below this
-BRANCH_SOLVES = 300  # LP solves, at most, in the branch phase (_branch_phase)
+BRANCH_SOLVES = 120  # LP solves, at most, in the branch phase (_branch_phase)
 BRANCH_ROUNDS = 3  # cutting-plane rounds per branch node before it branches
 BRANCH_SHARE = 0.3  # of a configuration's time left, at most, for the branch phase
 
@@ -155,17 +156,20 @@ def solve_config(
     if limit is not None and _cut_settles(inputs, seeds, limit):
         result.status = _settled(result, bound_s)
         return result
-    # The integer floor, then the LP floor may settle it without CP-SAT; their cutting planes
-    # simulate partitions that may break a framework's stage split, so under one only the LP
-    # floor runs.
+    # The LP floor (with its cutting planes, then branching on block counts) and the integer
+    # floor may settle it without CP-SAT: the integer program first where stages hold few
+    # layers (IP_FIRST_LAYERS; the LP's fractional layers are far off there, 18.4B's pp = 2
+    # interleaved at vpp 10-22), else the LP. Their cutting planes simulate partitions that
+    # may break a framework's stage split, so under one only the LP floor runs.
     # A second call with `known_paths` (a capped first pass) has had its LP rounds (their
     # cuts are among the known paths); its SCIP solves get IP_SECOND_PASS x longer (145.6B's
     # tp=2 pp=16 zbv: settled by a 0.3 s solve after its first pass, vs 6 s of CP-SAT).
+    rounds = LP_ROUNDS if split == "any" and not known_paths else 0
+    lp = CutLP(inputs, modes) if inputs.num_stages * inputs.num_layers <= LP_MAX_CELLS else None
     solve_s = IP_SOLVE_S * (IP_SECOND_PASS if known_paths else 1)
-    if (
-        limit is not None
-        and split == "any"
-        and _ip_phase(
+
+    def ip_settles() -> bool:
+        return split == "any" and _ip_phase(
             inputs,
             modes,
             seeds,
@@ -175,15 +179,9 @@ def solve_config(
             result,
             solve_s=solve_s,
         )
-    ):
-        result.status = _settled(result, bound_s)
-        return result
-    rounds = LP_ROUNDS if split == "any" and not known_paths else 0
-    lp = CutLP(inputs, modes) if inputs.num_stages * inputs.num_layers <= LP_MAX_CELLS else None
-    if (
-        limit is not None
-        and lp is not None
-        and (
+
+    def lp_settles() -> bool:
+        return lp is not None and (
             _lp_phase(lp, seeds, lambda: _bound(bound_s, result.best), consider, time_left, rounds)
             or (
                 split == "any"
@@ -192,6 +190,10 @@ def solve_config(
                 )
             )
         )
+
+    ip_first = inputs.num_layers < IP_FIRST_LAYERS * inputs.num_stages
+    if limit is not None and (
+        (ip_settles() or lp_settles()) if ip_first else (lp_settles() or ip_settles())
     ):
         result.status = _settled(result, bound_s)
         return result

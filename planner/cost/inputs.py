@@ -43,7 +43,7 @@ from planner.cost.memory import (
 )
 from planner.cost.partition import SPLIT_BACKWARD, ModeTriple, PartitionInputs
 from planner.cost.source import CostSource, resolve_costs
-from planner.schedules import generate, peak_inflight, stage_to_rank
+from planner.schedules import peak_inflight_of, stage_to_rank
 from planner.specs.base import RECOMPUTE_MODES, ScheduleName
 from planner.specs.model import LayerCost
 from planner.specs.request import Candidate, PlanRequest
@@ -69,8 +69,9 @@ _Row = tuple[float, ModeTriple, float, float, ModeTriple, StaticBytes, float, fl
 
 @lru_cache(maxsize=4096)
 def _inflight(schedule: ScheduleName, pp: int, vpp: int, m: int) -> tuple[int, ...]:
-    """Peak in-flight micro-batches per stage; depends only on the schedule's order (cached)."""
-    return peak_inflight(generate(schedule, pp=pp, vpp=vpp, num_microbatches=m))
+    """Peak in-flight micro-batches per stage; depends only on the schedule's order (cached;
+    planner.schedules.peak_inflight_of: the counts without building the schedule)."""
+    return peak_inflight_of(schedule, pp=pp, vpp=vpp, num_microbatches=m)
 
 
 def build_inputs(

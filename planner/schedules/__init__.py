@@ -1,6 +1,6 @@
 """Pipeline schedules as data: the IR, generators, validator, simulator and timeline renderer."""
 
-from planner.schedules.generators import check_generate_args, generate
+from planner.schedules.generators import check_generate_args, generate, peak_inflight_of
 from planner.schedules.inflight import peak_inflight, rank_peak_inflight
 from planner.schedules.ir import Action, ActionKind, Schedule, stage_to_rank
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
@@ -19,6 +19,7 @@ __all__ = [
     "format_grid",
     "generate",
     "peak_inflight",
+    "peak_inflight_of",
     "rank_peak_inflight",
     "render_timeline_svg",
     "simulate",

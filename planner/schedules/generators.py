@@ -23,10 +23,10 @@ from planner.errors import SpecError
 from planner.schedules.ir import Action, ActionKind, Schedule
 from planner.specs.base import SCHEDULES, ScheduleName
 
-__all__ = ["check_generate_args", "generate"]
+__all__ = ["check_generate_args", "generate", "peak_inflight_of"]
 
 _F, _B, _I, _W = ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W
-RankOrder = list[Action]
+RankOps = list[tuple[int, ActionKind]]  # one rank's (stage, kind) in order
 
 
 def generate(name: ScheduleName, *, pp: int, vpp: int, num_microbatches: int) -> Schedule:
@@ -47,23 +47,66 @@ def check_generate_args(name: str, *, pp: int, vpp: int, num_microbatches: int) 
 @lru_cache(maxsize=128)
 def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
     _check(name, pp, vpp, m)
-    if name == "gpipe":
-        orders = [_gpipe(r, m) for r in range(pp)]
-    elif name == "1f1b":
-        orders = [_one_f_one_b(r, pp, m) for r in range(pp)]
-    elif name == "interleaved-1f1b":
-        orders = [_interleaved(r, pp, vpp, m, zero_bubble=False) for r in range(pp)]
-    elif name == "zb-h1":
-        orders = [_interleaved(r, pp, vpp, m, zero_bubble=True) for r in range(pp)]
-    else:
-        orders = [_zbv(r, pp, m) for r in range(pp)]
     return Schedule(
         name=name,
         pp=pp,
         vpp=vpp,
         num_microbatches=m,
-        orders=tuple(tuple(order) for order in orders),
+        orders=tuple(_numbered(_rank_ops(name, r, pp, vpp, m), m) for r in range(pp)),
     )
+
+
+def peak_inflight_of(
+    name: ScheduleName, *, pp: int, vpp: int, num_microbatches: int
+) -> tuple[int, ...]:
+    """planner.schedules.inflight.peak_inflight(generate(...)) without building the schedule:
+    the same per-rank orders as (stage, kind) pairs, walked once (+1 at F, -1 at B or W).
+    Several times faster; the search needs the counts of every configuration it bounds."""
+    _check(name, pp, vpp, num_microbatches)
+    m = num_microbatches
+    held = [0] * (pp * vpp)
+    peak = [0] * (pp * vpp)
+    for rank in range(pp):
+        seen: dict[tuple[int, ActionKind], int] = {}
+        for op in _rank_ops(name, rank, pp, vpp, m):
+            count = seen.get(op, 0)
+            if count >= m:  # zbv's orders are built for more micro-batches: dropped
+                continue
+            seen[op] = count + 1
+            stage, kind = op
+            if kind is _F:
+                held[stage] += 1
+                if held[stage] > peak[stage]:
+                    peak[stage] = held[stage]
+            elif kind is not _I:
+                held[stage] -= 1
+    return tuple(peak)
+
+
+def _rank_ops(name: ScheduleName, rank: int, pp: int, vpp: int, m: int) -> RankOps:
+    if name == "gpipe":
+        return _gpipe(rank, m)
+    if name == "1f1b":
+        return _one_f_one_b(rank, pp, m)
+    if name == "interleaved-1f1b":
+        return _interleaved(rank, pp, vpp, m, zero_bubble=False)
+    if name == "zb-h1":
+        return _interleaved(rank, pp, vpp, m, zero_bubble=True)
+    return _zbv(rank, pp, m)
+
+
+def _numbered(ops: RankOps, m: int) -> tuple[Action, ...]:
+    """Actions from (stage, kind) pairs: each pair's n-th occurrence is micro-batch n (every
+    generator here issues each stage's F, B, I and W in micro-batch order); those >= m are
+    dropped (zbv's orders are built for more micro-batches, as torch does)."""
+    seen: dict[tuple[int, ActionKind], int] = {}
+    out = []
+    for op in ops:
+        index = seen.get(op, 0)
+        seen[op] = index + 1
+        if index < m:
+            out.append(Action(op[0], op[1], index))
+    return tuple(out)
 
 
 def _check(name: str, pp: int, vpp: int, m: int) -> None:
@@ -89,20 +132,16 @@ def _check(name: str, pp: int, vpp: int, m: int) -> None:
             )
 
 
-def _gpipe(rank: int, m: int) -> RankOrder:
-    return [Action(rank, _F, i) for i in range(m)] + [Action(rank, _B, i) for i in range(m)]
+def _gpipe(rank: int, m: int) -> RankOps:
+    return [(rank, _F)] * m + [(rank, _B)] * m
 
 
-def _one_f_one_b(rank: int, pp: int, m: int) -> RankOrder:
+def _one_f_one_b(rank: int, pp: int, m: int) -> RankOps:
     warmup = min(pp - 1 - rank, m)
-    order = [Action(rank, _F, i) for i in range(warmup)]
-    for i in range(m - warmup):
-        order += [Action(rank, _F, warmup + i), Action(rank, _B, i)]
-    order += [Action(rank, _B, i) for i in range(m - warmup, m)]
-    return order
+    return [(rank, _F)] * warmup + [(rank, _F), (rank, _B)] * (m - warmup) + [(rank, _B)] * warmup
 
 
-def _interleaved(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> RankOrder:
+def _interleaved(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> RankOps:
     """torch's `_get_1f1b_rank_ops` for `ScheduleInterleaved1F1B` / `ScheduleInterleavedZeroBubble`.
 
     Warm-up forwards: (vpp - 1) * per_round + k * (pp - 1 - rank), k = 2 (1F1B) or 1 (zero
@@ -123,52 +162,46 @@ def _interleaved(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> 
     def bwd_stage(op: int) -> int:
         return (vpp - 1 - ((op - warmup) // per_round) % vpp) * pp + rank
 
-    counters: dict[tuple[int, ActionKind], int] = {}
-
-    def next_action(stage: int, kind: ActionKind) -> Action:
-        index = counters.get((stage, kind), 0)
-        counters[(stage, kind)] = index + 1
-        return Action(stage, kind, index)
-
     bwd_kind = _I if zero_bubble else _B
     backward_ops: list[int] = []
-    order: RankOrder = []
+    order: RankOps = []
     weights_done = 0
 
     def maybe_weight(op: int) -> None:
         nonlocal weights_done
         if zero_bubble and op - warmup >= rank:
-            order.append(next_action(bwd_stage(backward_ops[weights_done]), _W))
+            order.append((bwd_stage(backward_ops[weights_done]), _W))
             weights_done += 1
 
     for op in range(warmup + total):
         if op < warmup:
-            order.append(next_action(fwd_stage(op), _F))
+            order.append((fwd_stage(op), _F))
             continue
         if op < warmup + steady:
-            order.append(next_action(fwd_stage(op), _F))
-        order.append(next_action(bwd_stage(op), bwd_kind))
+            order.append((fwd_stage(op), _F))
+        order.append((bwd_stage(op), bwd_kind))
         backward_ops.append(op)
         maybe_weight(op)
     while zero_bubble and weights_done < len(backward_ops):
-        order.append(next_action(bwd_stage(backward_ops[weights_done]), _W))
+        order.append((bwd_stage(backward_ops[weights_done]), _W))
         weights_done += 1
     return order
 
 
-def _zbv(rank: int, pp: int, m: int) -> RankOrder:
+def _zbv(rank: int, pp: int, m: int) -> RankOps:
     """torch's `ScheduleZBVZeroBubble._calculate_single_rank_operations` (Qi et al. 2024 §6).
 
     Rank r holds chunk 0 = stage r and chunk 1 = stage 2 * pp - 1 - r. The order is built for
-    max(2 * pp - 1, m) micro-batches and the ones >= m are dropped, as torch does.
+    max(2 * pp - 1, m) micro-batches and the ones >= m are dropped, as torch does (_numbered;
+    each stage's F, I and W run in micro-batch order, so the index is the occurrence count).
     """
     n = max(2 * pp - 1, m)
     s0, s1 = rank, 2 * pp - 1 - rank
-    order: RankOrder = []
+    order: RankOps = []
     f0 = f1 = b0 = b1 = 0
 
     def add(stage: int, kind: ActionKind, index: int) -> None:
-        order.append(Action(stage, kind, index))
+        order.append((stage, kind))  # index: the occurrence count, see _numbered
 
     for _ in range(2 * (pp - rank) - 1):
         add(s0, _F, f0)
@@ -211,4 +244,4 @@ def _zbv(rank: int, pp: int, m: int) -> RankOrder:
     for stage, start, end in drain:
         for index in range(start, end):
             add(stage, _W, index)
-    return [a for a in order if a.microbatch < m]
+    return order

@@ -109,3 +109,26 @@ def test_zb_h1_step_time_matches_qi_et_al(
     result = simulate(schedule, uniform(p, f, i + w, w))
     expected = m * (f + i + w) + (p - 1) * (f + i - w)
     assert result.step_time_s == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"])
+def test_peak_inflight_of_matches_the_generated_schedule(name: str) -> None:
+    """The search's fast in-flight counts (no schedule built) against peak_inflight of the
+    generated schedule, over every valid (pp, vpp, m) of a grid."""
+    from planner.errors import SpecError
+    from planner.schedules import peak_inflight, peak_inflight_of
+
+    checked = 0
+    for pp in range(1, 7):
+        for vpp in range(1, 4):
+            for m in range(1, 17):
+                try:
+                    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+                except SpecError:
+                    with pytest.raises(SpecError):
+                        peak_inflight_of(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+                    continue
+                fast = peak_inflight_of(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+                assert fast == peak_inflight(sched), (pp, vpp, m)
+                checked += 1
+    assert checked >= 90

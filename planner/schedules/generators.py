@@ -95,17 +95,37 @@ def _rank_ops(name: ScheduleName, rank: int, pp: int, vpp: int, m: int) -> RankO
     return _zbv(rank, pp, m)
 
 
+# Actions are immutable: one object per (stage, kind, micro-batch), shared by every schedule
+# (building them is most of `generate`'s cost; the search generates hundreds of schedules).
+# At most _INTERN_MAX of them are kept; past that, new ones are built each time.
+_INTERNED: dict[tuple[int, ActionKind], list[Action]] = {}
+_INTERN_MAX = 1 << 18
+_interned_count = 0
+
+
 def _numbered(ops: RankOps, m: int) -> tuple[Action, ...]:
     """Actions from (stage, kind) pairs: each pair's n-th occurrence is micro-batch n (every
     generator here issues each stage's F, B, I and W in micro-batch order); those >= m are
     dropped (zbv's orders are built for more micro-batches, as torch does)."""
+    global _interned_count
     seen: dict[tuple[int, ActionKind], int] = {}
     out = []
     for op in ops:
         index = seen.get(op, 0)
         seen[op] = index + 1
-        if index < m:
-            out.append(Action(op[0], op[1], index))
+        if index >= m:
+            continue
+        known = _INTERNED.get(op)
+        if known is None:
+            known = _INTERNED[op] = []
+        if index < len(known):
+            out.append(known[index])
+            continue
+        action = Action(op[0], op[1], index)
+        if index == len(known) and _interned_count < _INTERN_MAX:
+            known.append(action)
+            _interned_count += 1
+        out.append(action)
     return tuple(out)
 
 

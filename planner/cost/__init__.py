@@ -15,7 +15,7 @@ from planner.cost.evaluate import evaluate, prediction_from_score
 from planner.cost.fixed import fixed_plan
 from planner.cost.inputs import LayerTerms, build_inputs, partition_inputs
 from planner.cost.partition import MODE_INDEX, ModeTriple, PartitionInputs
-from planner.cost.score import PartitionScore, score_partition
+from planner.cost.score import PartitionScore, score_partition, score_split
 from planner.cost.source import CostSource, resolve_costs
 
 __all__ = [
@@ -34,4 +34,5 @@ __all__ = [
     "prediction_from_score",
     "resolve_costs",
     "score_partition",
+    "score_split",
 ]

@@ -64,56 +64,77 @@ def score_partition(
     x = inputs
     if len(stages) != x.num_stages:
         raise SpecError("stages", len(stages), f"needs pp*vpp = {x.num_stages} stages")
+    bounds = [0]
+    modes: list[RecomputeMode] = []
+    for s, stage in enumerate(stages):
+        first, end = stage.layers
+        if first != bounds[-1] or end > x.num_layers:
+            raise SpecError(
+                f"stages[{s}].layers",
+                stage.layers,
+                f"must start at {bounds[-1]} and end by {x.num_layers}",
+            )
+        bounds.append(end)
+        modes.extend(stage_modes(stage))
+    if bounds[-1] != x.num_layers:
+        raise SpecError(
+            "stages",
+            bounds[-1],
+            f"stages end at layer {bounds[-1]}, the model has {x.num_layers}",
+        )
+    return score_split(inputs, bounds, modes, with_timeline=with_timeline)
+
+
+def score_split(
+    inputs: PartitionInputs,
+    bounds: Sequence[int],
+    modes: Sequence[RecomputeMode],
+    *,
+    with_timeline: bool = False,
+) -> PartitionScore:
+    """score_partition of stages given as boundaries (stage s holds layers bounds[s] ..
+    bounds[s + 1] - 1, each stage non-empty, bounds[-1] = the layer count) and one mode per
+    layer, unchecked: the search's form (it scores thousands of partitions)."""
+    x = inputs
     fw: list[float] = []
     bw: list[float] = []
     w: list[float] = []
     p2p: list[float] = []
     act: list[float] = []
-    layer_rank = [0] * x.num_layers
     of, ob, ow = x.stage_overhead_s  # the runtime's fixed time per action (partition.py)
-    expected_first = 0
-    for s, stage in enumerate(stages):
-        first, end = stage.layers
-        if first != expected_first or end > x.num_layers:
-            raise SpecError(
-                f"stages[{s}].layers",
-                stage.layers,
-                f"must start at {expected_first} and end by {x.num_layers}",
-            )
-        expected_first = end
-        modes = stage_modes(stage)
+    fw_s, bw_in, bw_w, acts = x.fw_s, x.bw_input_s, x.bw_weight_s, x.activation_bytes
+    post = [0.0] * x.pp
+    memory = [x.fixed_bytes] * x.pp
+    stage_rank = x.stage_rank
+    for s in range(x.num_stages):
+        first, end = bounds[s], bounds[s + 1]
         f = b = ww = a = 0.0
-        for layer, mode in zip(range(first, end), modes, strict=True):
-            k = MODE_INDEX[mode]
-            f += x.fw_s[layer]
-            b += x.bw_input_s[layer][k] + x.bw_weight_s[layer]
-            ww += x.bw_weight_s[layer]
-            a += x.activation_bytes[layer][k]
-            layer_rank[layer] = x.stage_rank[s]
+        for layer in range(first, end):
+            k = MODE_INDEX[modes[layer]]
+            f += fw_s[layer]
+            b += bw_in[layer][k] + bw_w[layer]
+            ww += bw_w[layer]
+            a += acts[layer][k]
         fw.append(f + of)
         bw.append(b + ob)
         w.append(ww + ow)
         p2p.append(x.p2p_s[end - 1])
         act.append(a)
-    if expected_first != x.num_layers:
-        raise SpecError(
-            "stages",
-            expected_first,
-            f"stages end at layer {expected_first}, the model has {x.num_layers}",
-        )
+    # per rank, in layer order (the sums' order is part of the result: floats)
+    layer_rank = [
+        stage_rank[s] for s in range(x.num_stages) for _ in range(bounds[s + 1] - bounds[s])
+    ]
+    for layer, rank in enumerate(layer_rank):
+        post[rank] += x.post_s[layer]
+        memory[rank] += x.static_bytes[layer]
+    for s, rank in enumerate(stage_rank):
+        memory[rank] += x.inflight[s] * act[s]
     schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
     sim = simulate(
         schedule,
         StageDurations(fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=tuple(p2p)),
         with_timeline=with_timeline,
     )
-    post = [0.0] * x.pp
-    memory = [x.fixed_bytes] * x.pp
-    for layer, rank in enumerate(layer_rank):
-        post[rank] += x.post_s[layer]
-        memory[rank] += x.static_bytes[layer]
-    for s, rank in enumerate(x.stage_rank):
-        memory[rank] += x.inflight[s] * act[s]
     max_post = max(post)
     return PartitionScore(
         step_time_s=sim.step_time_s + max_post,

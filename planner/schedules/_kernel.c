@@ -91,8 +91,9 @@ static int longest(Tables *t, int pp, double *start, double *end, double *busy, 
     return 0;
 }
 
-/* run(ops, dur, lag, pp, start_out, end_out, busy_out): start and end time of every action
- * and each rank's busy time, written into the float64 buffers given. */
+/* run(ops, dur, lag, pp, start_out, end_out, busy_out) -> makespan: start and end time of
+ * every action and each rank's busy time, written into the float64 buffers given; returns
+ * the largest end time (0.0 without actions). */
 static PyObject *run(PyObject *self, PyObject *args) {
     Tables t;
     int pp;
@@ -109,8 +110,11 @@ static PyObject *run(PyObject *self, PyObject *args) {
     double *b = (double *)busy.buf;
     for (int r = 0; r < pp; r++) b[r] = 0.0;
     if (longest(&t, pp, (double *)start.buf, (double *)end.buf, b, NULL, NULL) < 0) goto done;
-    result = Py_None;
-    Py_INCREF(result);
+    double makespan = 0.0;
+    const double *e = (const double *)end.buf;
+    for (Py_ssize_t i = 0; i < t.n; i++)
+        if (e[i] > makespan) makespan = e[i];
+    result = PyFloat_FromDouble(makespan);
 done:
     release(&t);
     PyBuffer_Release(&start);

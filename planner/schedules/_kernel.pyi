@@ -8,7 +8,7 @@ def run(
     start: array[float],
     end: array[float],
     busy: array[float],
-) -> None: ...
+) -> float: ...
 def critical(
     ops: array[int],
     dur: array[float],

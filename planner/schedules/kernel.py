@@ -182,15 +182,16 @@ def run(
     lag: Sequence[float],
     pp: int,
     rows: Sequence[Row] | None = None,
-) -> tuple[Sequence[float], Sequence[float], Sequence[float]]:
-    """(start, end, busy): each action's start and end time, each rank's busy time. `rows`:
-    the same table as tuples, if the caller keeps them (the Python fallback reads those)."""
+) -> tuple[float, Sequence[float], Sequence[float], Sequence[float]]:
+    """(makespan, start, end, busy): the largest end time (0.0 without actions), each
+    action's start and end time, each rank's busy time. `rows`: the same table as tuples, if
+    the caller keeps them (the Python fallback reads those)."""
     if _kernel is None:
         return run_python(rows if rows is not None else rows_of(flat), dur, lag, pp)
     n = len(flat) // 6
     start, end, busy = array("d", bytes(8 * n)), array("d", bytes(8 * n)), array("d", bytes(8 * pp))
-    _kernel.run(flat, _doubles(dur), _doubles(lag), pp, start, end, busy)
-    return start, end, busy
+    makespan = _kernel.run(flat, _doubles(dur), _doubles(lag), pp, start, end, busy)
+    return makespan, start, end, busy
 
 
 def critical(
@@ -216,7 +217,7 @@ def _doubles(values: Sequence[float]) -> array[float]:
 
 def run_python(
     rows: Sequence[Row], dur: Sequence[float], lag: Sequence[float], pp: int
-) -> tuple[list[float], list[float], list[float]]:
+) -> tuple[float, list[float], list[float], list[float]]:
     """`run` in Python."""
     n = len(rows)
     end = [0.0] * (n + 1)  # end[-1]: the sentinel a missing dependency (-1) reads
@@ -236,7 +237,7 @@ def run_python(
         free[rank] = end[i] = t + duration
         busy[rank] += duration
     end.pop()
-    return start, end, busy
+    return max(end, default=0.0), start, end, busy
 
 
 def critical_python(

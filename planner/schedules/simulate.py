@@ -137,8 +137,7 @@ def simulate(
     c = _compile(schedule)
     durtab, lagtab = _tables(durations, schedule.num_stages)
     rows = None if kernel.available() else c.ops
-    start, end, busy = kernel.run(c.flat, durtab, lagtab, schedule.pp, rows)
-    step_s = max(end, default=0.0)
+    step_s, start, end, busy = kernel.run(c.flat, durtab, lagtab, schedule.pp, rows)
     idle_s = sum(step_s - b for b in busy)
     bubble = idle_s / (schedule.pp * step_s) if step_s > 0 else 0.0
     timeline = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.cost import PartitionInputs, PartitionScore, score_partition
+from planner.cost import PartitionInputs, PartitionScore, score_split
 from planner.schedules import Schedule, StageDurations, generate
 from planner.specs.base import RecomputeMode
 from planner.specs.request import StageSpec
@@ -50,8 +50,9 @@ def schedule_of(inputs: PartitionInputs) -> Schedule:
 
 
 def score(inputs: PartitionInputs, part: Partition) -> PartitionScore:
-    """Step time, bubble and per-rank memory of `part` (planner.cost.score_partition)."""
-    return score_partition(inputs, part.stage_specs())
+    """Step time, bubble and per-rank memory of `part` (planner.cost.score_partition, in its
+    unchecked form: a Partition is well formed by construction)."""
+    return score_split(inputs, part.bounds, part.modes)
 
 
 def durations_of(sc: PartitionScore) -> StageDurations:

@@ -46,6 +46,7 @@ class LpPoint:
     value_s: float  # the LP optimum: a lower bound of the configuration's step time
     stage_layers: tuple[float, ...]  # fractional layers per stage at the optimum
     rank_counts: tuple[float, ...] = ()  # layers of the counted run per rank (count_run)
+    run_stage_counts: tuple[float, ...] = ()  # ... and per stage
 
 
 @dataclass(frozen=True)
@@ -134,19 +135,25 @@ class CutLP:
             self.set_count_bounds(self._count_bounds)
 
     def count_run(self, run: int) -> None:
-        """Rows lo_r <= (layers of `run` on rank r) <= hi_r, one per rank, for branching on
-        them (set_count_bounds); free until bounds are set."""
+        """Rows lo <= (layers of `run` on rank r) <= hi, one per rank, then one per stage,
+        for branching on them (set_count_bounds); free until bounds are set."""
         self._counted = run
         self._count_rows = []
-        for r in range(self.inputs.pp):
+        rank_of = self.inputs.stage_rank
+        groups = [
+            {s for s in range(len(rank_of)) if rank_of[s] == r} for r in range(self.inputs.pp)
+        ]
+        groups += [{s} for s in range(self.inputs.num_stages)]
+        for stages in groups:
             row = self.solver.Constraint(0.0, self.solver.infinity())
             for (g, s, _), var in self.x.items():
-                if g == run and self.inputs.stage_rank[s] == r:
+                if g == run and s in stages:
                     row.SetCoefficient(var, 1.0)
             self._count_rows.append(row)
 
     def set_count_bounds(self, bounds: tuple[tuple[int, int], ...]) -> None:
-        """Per rank (lo, hi) for the counted run's layers on it (count_run first)."""
+        """(lo, hi) for the counted run's layers per rank, then per stage (count_run
+        first)."""
         self._count_bounds = bounds
         for row, (lo, hi) in zip(self._count_rows, bounds, strict=False):
             row.SetBounds(float(lo), float(hi))
@@ -190,12 +197,16 @@ class CutLP:
             return None
         layers = [0.0] * self.inputs.num_stages
         counts = [0.0] * self.inputs.pp
+        run_layers = [0.0] * self.inputs.num_stages
         for (g, s, _), var in self.x.items():
             v = var.solution_value()
             layers[s] += v
             if g == self._counted:
                 counts[self.inputs.stage_rank[s]] += v
-        return LpPoint(self.solver.Objective().Value(), tuple(layers), tuple(counts))
+                run_layers[s] += v
+        return LpPoint(
+            self.solver.Objective().Value(), tuple(layers), tuple(counts), tuple(run_layers)
+        )
 
     def solve_integer(self, cap_s: float, time_limit_s: float) -> IpPoint:
         """SCIP on the integer rows (`integer=True`) with T + P <= cap_s and no objective: any

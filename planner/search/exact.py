@@ -373,8 +373,8 @@ def _branch_phase(
     result: ConfigResult | None = None,
 ) -> bool:
     """Branch and bound on how many layers of the largest run (a GPT's blocks) each pipeline
-    rank holds, with the cut LP at every node. True if every node's LP floor reaches the
-    bound: nothing can beat it.
+    rank holds, then each stage, with the cut LP at every node. True if every node's LP floor
+    reaches the bound: nothing can beat it.
 
     Why: the LP lets a rank hold 7.5 of 60 blocks over 8 ranks, and that half block is often
     the whole gap between its floor and the incumbent (76.1B's tp = 2 pp = 8 zbv: LP 0.971 of
@@ -384,10 +384,12 @@ def _branch_phase(
     would sum to at most sum floor(c_r) < N), so the children {count_r >= floor(c_r) + 1}, one
     per rank, cover the node (they may overlap; a proof only needs a cover), and each cuts off
     the LP point. There each LP floor is a lower bound: with the same cut rows it reached 1.005
-    - 1.046 of the incumbent in 8 solves of 3 ms. Each node first runs up to BRANCH_ROUNDS
-    cutting-plane rounds (its rounded point simulated, its critical path added: valid at every
-    node). Gives up (False: CP-SAT decides) when the counts are whole (no cover), after
-    BRANCH_SOLVES LP solves or when the time is up."""
+    - 1.046 of the incumbent in 8 solves of 3 ms. Where every rank's count is whole, the
+    stage whose count is furthest from whole splits the node in two (count <= floor, >=
+    ceil). Each node first runs up to BRANCH_ROUNDS cutting-plane rounds (its rounded point
+    simulated, its critical path added: valid at every node). Gives up (False: CP-SAT
+    decides) when every count is whole, after BRANCH_SOLVES LP solves or when the time is
+    up."""
     inputs, modes = lp.inputs, lp.modes
     runs = layer_runs(inputs)
     g = max(range(len(runs)), key=lambda k: runs[k].count)
@@ -396,7 +398,7 @@ def _branch_phase(
         return False
     lp.count_run(g)
     time_left = _share(time_left, BRANCH_SHARE) if time_left is not None else None
-    free = tuple((0, total) for _ in range(pp))
+    free = tuple((0, total) for _ in range(pp + inputs.num_stages))
     stack = [free]
     solves = 0
     try:
@@ -424,20 +426,51 @@ def _branch_phase(
                     break
             if point is None:
                 continue
-            floors = [
-                max(lo, min(hi, math.floor(c + 1e-9)))
-                for c, (lo, hi) in zip(point.rank_counts, node, strict=True)
-            ]
-            if sum(floors) >= total:
-                return False  # whole counts on every rank: no cover to branch on
-            for r in range(pp):
-                if floors[r] + 1 <= node[r][1]:
-                    stack.append((*node[:r], (floors[r] + 1, node[r][1]), *node[r + 1 :]))
+            children = _children(node, point.rank_counts, point.run_stage_counts, total)
+            if children is None:
+                return False  # whole counts everywhere: nothing to branch on
+            stack.extend(children)
         return True
     finally:
         lp.set_count_bounds(free)
         if result is not None:
             result.solver_calls += solves
+
+
+def _children(
+    node: tuple[tuple[int, int], ...],
+    rank_counts: tuple[float, ...],
+    stage_counts: tuple[float, ...],
+    total: int,
+) -> list[tuple[tuple[int, int], ...]] | None:
+    """A cover of `node` (per rank, then per stage, (lo, hi) of the counted run's layers)
+    that cuts off the LP point (_branch_phase); None if its counts are all whole."""
+    pp = len(rank_counts)
+    floors = [
+        max(lo, min(hi, math.floor(c + 1e-9)))
+        for c, (lo, hi) in zip(rank_counts, node[:pp], strict=True)
+    ]
+    if sum(floors) < total:
+        return [
+            (*node[:r], (floors[r] + 1, node[r][1]), *node[r + 1 :])
+            for r in range(pp)
+            if floors[r] + 1 <= node[r][1]
+        ]
+    frac = [abs(c - round(c)) for c in stage_counts]
+    s = max(range(len(frac)), key=frac.__getitem__)
+    if frac[s] <= 1e-6:
+        return None
+    lo, hi = node[pp + s]
+    down, up = math.floor(stage_counts[s]), math.ceil(stage_counts[s])
+    k = pp + s
+    return [
+        child
+        for child, (a, b) in (
+            ((*node[:k], (lo, min(hi, down)), *node[k + 1 :]), (lo, min(hi, down))),
+            ((*node[:k], (max(lo, up), hi), *node[k + 1 :]), (max(lo, up), hi)),
+        )
+        if a <= b
+    ]
 
 
 def _probe(

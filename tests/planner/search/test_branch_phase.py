@@ -54,7 +54,7 @@ def test_the_branch_phase_never_refutes_a_better_partition(seed: int) -> None:
 def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
     """Over the random GPT-shaped set, a bound just below the optimum is settled by the branch
     phase several times as often as by the LP alone (fractional layers: its floor is below
-    whole-layer optima). Seen: 7 vs 1 of 30 with these few cuts; the rest need more paths."""
+    whole-layer optima). Seen: 8 vs 1 of 30 with these few cuts; the rest need more paths."""
     settled = lp_alone = total = 0
     for seed in range(40):
         rng = random.Random(14_000 + seed)

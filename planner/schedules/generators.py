@@ -52,7 +52,7 @@ def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
         pp=pp,
         vpp=vpp,
         num_microbatches=m,
-        orders=tuple(_numbered(_rank_ops(name, r, pp, vpp, m), m) for r in range(pp)),
+        orders=tuple(_numbered(ops, m) for ops in _all_ops(name, pp, vpp, m)),
     )
 
 
@@ -66,9 +66,9 @@ def peak_inflight_of(
     m = num_microbatches
     held = [0] * (pp * vpp)
     peak = [0] * (pp * vpp)
-    for rank in range(pp):
+    for ops in _all_ops(name, pp, vpp, m):
         seen: dict[tuple[int, ActionKind], int] = {}
-        for op in _rank_ops(name, rank, pp, vpp, m):
+        for op in ops:
             count = seen.get(op, 0)
             if count >= m:  # zbv's orders are built for more micro-batches: dropped
                 continue
@@ -81,6 +81,13 @@ def peak_inflight_of(
             elif kind is not _I:
                 held[stage] -= 1
     return tuple(peak)
+
+
+@lru_cache(maxsize=4)
+def _all_ops(name: ScheduleName, pp: int, vpp: int, m: int) -> tuple[RankOps, ...]:
+    """Every rank's (stage, kind) order; the last few are kept: the search asks for a
+    configuration's in-flight counts, then for its schedule."""
+    return tuple(_rank_ops(name, r, pp, vpp, m) for r in range(pp))
 
 
 def _rank_ops(name: ScheduleName, rank: int, pp: int, vpp: int, m: int) -> RankOps:

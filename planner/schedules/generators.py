@@ -60,10 +60,24 @@ def peak_inflight_of(
     name: ScheduleName, *, pp: int, vpp: int, num_microbatches: int
 ) -> tuple[int, ...]:
     """planner.schedules.inflight.peak_inflight(generate(...)) without building the schedule:
-    the same per-rank orders as (stage, kind) pairs, walked once (+1 at F, -1 at B or W).
-    Several times faster; the search needs the counts of every configuration it bounds."""
+    a closed form where one holds, else the same per-rank orders as (stage, kind) pairs,
+    walked once (+1 at F, -1 at B or W). The search needs the counts of every configuration
+    it bounds."""
     _check(name, pp, vpp, num_microbatches)
     m = num_microbatches
+    # Closed forms where one holds (checked against the generated orders for pp <= 16,
+    # m <= 48: tests/planner/schedules/test_schedule_closed_forms.py): GPipe holds every
+    # micro-batch; 1F1B min(m, pp - s) (Narayanan et al. 2021 §2.2.1); ZB-H1 defers W, so
+    # every stage holds min(m, pp) (Qi et al. 2024 §3); ZB-V's stage s (of 2 pp in the V)
+    # holds min(m, 2 pp - s).
+    if name == "gpipe":
+        return (m,) * pp
+    if name == "1f1b":
+        return tuple(min(m, pp - s) for s in range(pp))
+    if name == "zb-h1" and vpp == 1:
+        return (min(m, pp),) * pp
+    if name == "zbv":
+        return tuple(min(m, 2 * pp - s) for s in range(2 * pp))
     held = [0] * (pp * vpp)
     peak = [0] * (pp * vpp)
     for ops in _all_ops(name, pp, vpp, m):

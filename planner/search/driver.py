@@ -408,7 +408,7 @@ def _group_floors(
         next((c for c in members if c.schedule == "zb-h1"), None) if split or not plain else None,
         next((c for c in members if c.schedule == "zbv"), None),
     ]
-    floors = []
+    built = []
     for rep in reps:
         if rep is None:
             continue
@@ -419,11 +419,17 @@ def _group_floors(
             rin = partition_inputs(request, rep.candidate(), source=src, given_inflight=least)
         except SpecError:
             continue
-        # (a memory-pruned group's time floor explains what memory cost: planner.search.explain)
-        floors.append((group_memory_floor_bytes(rin), group_time_floor_s(rin, enough_s)))
-    if not floors:
+        built.append((group_memory_floor_bytes(rin), rin))
+    if not built:
         return None
-    return min(f[0] for f in floors), min(f[1] for f in floors)
+    memory = min(mem for mem, _ in built)
+    times = []
+    for _, rin in built:
+        times.append(group_time_floor_s(rin, enough_s))
+        if memory <= request.memory_cap_bytes and enough_s is not None and times[-1] < enough_s:
+            break  # the group is neither memory- nor time-pruned: the other floors do not matter
+    # (a memory-pruned group's time floor explains what memory cost: planner.search.explain)
+    return memory, min(times)
 
 
 def _representative(request: PlanRequest, src: CostSource, members: list[Config]) -> Entry | None:

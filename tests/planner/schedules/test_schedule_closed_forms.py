@@ -132,3 +132,23 @@ def test_peak_inflight_of_matches_the_generated_schedule(name: str) -> None:
                 assert fast == peak_inflight(sched), (pp, vpp, m)
                 checked += 1
     assert checked >= 90
+
+
+@pytest.mark.parametrize(("name", "vpp"), [("gpipe", 1), ("1f1b", 1), ("zb-h1", 1), ("zbv", 2)])
+def test_peak_inflight_closed_forms_hold_on_a_wide_grid(name: str, vpp: int) -> None:
+    """peak_inflight_of answers these four from closed forms: checked against the generated
+    orders well beyond the small grid above."""
+    from planner.errors import SpecError
+    from planner.schedules import peak_inflight, peak_inflight_of
+
+    checked = 0
+    for pp in range(1, 17):
+        for m in (*range(1, 33), 40, 48):
+            try:
+                sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+            except SpecError:  # zb-h1's round rule
+                continue
+            checked += 1
+            closed = peak_inflight_of(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+            assert closed == peak_inflight(sched), (pp, m)
+    assert checked >= 300

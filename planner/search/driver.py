@@ -60,6 +60,7 @@ class Entry:
     estimate_s: float = float("inf")  # step time of a quick heuristic partition
     verdict: str = "pending"  # pending | dominated | solved | memory | pruned | timeout
     seeds: tuple[Scored, ...] = ()  # hints scored (and hill-climbed) by the improve pass
+    known_paths: tuple[PathCut, ...] = ()  # path cuts of an earlier, unfinished solve
     descended: bool = False  # the improve pass ran its hill climb to the end
 
 
@@ -152,11 +153,22 @@ def run_search(
                 before = out.best
                 _improve(request, out, entry, split, num_layers, share_left)
                 if out.best is not before and out.best is not None and out.best[0] is entry:
-                    # a new incumbent: its own optimum comes next (CP-SAT and the cutting
-                    # planes often beat the hill climb there), so the rest meet a better one
+                    # a new incumbent: its cutting planes come next (they often beat the
+                    # hill climb there), so the rest meet a better one; no proof yet (a
+                    # better configuration may come, against which it is cheaper): unless a
+                    # floor settled it, it waits for the first pass with the cuts it found
                     solver_s += _visit(
-                        request, out, entry, split, num_layers, _capped(elapsed, limit, cap)
+                        request,
+                        out,
+                        entry,
+                        split,
+                        num_layers,
+                        _capped(elapsed, limit, cap),
+                        prove=False,
                     )
+                    if entry.result is not None and _unproven(entry):
+                        entry.known_paths = tuple(entry.result.paths)
+                        entry.verdict, entry.result = "pending", None
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
         # First pass: each configuration gets at most CONFIG_SHARE of the limit, so that one
         # hard proof cannot starve the rest; those cut short are solved again with all the
@@ -263,9 +275,12 @@ def _visit(
     n: int,
     time_left: Callable[[], float],
     known_paths: tuple[PathCut, ...] = (),
+    *,
+    prove: bool = True,
 ) -> float:
     """Bound, then solve one configuration (`known_paths`: its cuts from a capped first
-    pass); returns the solvers' time spent (CP-SAT and SCIP)."""
+    pass; `prove`: see exact.solve_config); returns the solvers' time spent (CP-SAT and
+    SCIP)."""
     inputs, cfg = entry.inputs, entry.config
     if entry.verdict != "pending":  # dominated, or visited already (after the improve pass)
         return 0.0
@@ -307,7 +322,8 @@ def _visit(
             workers=request.search.workers,
             seed=request.search.seed,
             time_left=time_left,
-            known_paths=known_paths,
+            known_paths=known_paths or entry.known_paths,
+            prove=prove,
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls

@@ -114,8 +114,12 @@ def solve_config(
     known_paths: tuple[PathCut, ...] = (),
     scored_hints: tuple[Scored, ...] = (),
     descend: bool = True,
+    prove: bool = True,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably.
+    `prove=False`: the LP's cutting planes and branching only, no integer program and no
+    CP-SAT (status FEASIBLE unless a floor settled it): their better partitions without the
+    cost of a proof.
     `known_paths`: path cuts of this configuration found before (an earlier, capped call's
     `paths`), added to the seeds: every path is a valid cut for every partition.
     `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
@@ -169,7 +173,7 @@ def solve_config(
     solve_s = IP_SOLVE_S * (IP_SECOND_PASS if known_paths else 1)
 
     def ip_settles() -> bool:
-        return split == "any" and _ip_phase(
+        return prove and split == "any" and _ip_phase(
             inputs,
             modes,
             seeds,
@@ -196,6 +200,9 @@ def solve_config(
         (ip_settles() or lp_settles()) if ip_first else (lp_settles() or ip_settles())
     ):
         result.status = _settled(result, bound_s)
+        return result
+    if not prove:  # the cheap phases only (the driver's at-once visit of a new incumbent)
+        result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
         return result
     budget = time_limit_s
 

@@ -134,17 +134,31 @@ def solve_config(
         return result
     hinted = [*scored_hints, *(Scored(h, score(inputs, h)) for h in hints)]
     reference = min((sc.score.step_time_s for sc in hinted), default=None)
-    model = PartitionModel(
-        inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
-    )
-    for cut in seeds:
-        result.cuts += model.add_path_cut(cut)
+    collected = set(seeds)
+    result.cuts = len(collected)
+    # The CP-SAT model is built when first needed (most configurations are settled by a
+    # floor before it), with every path cut collected so far.
+    model: PartitionModel | None = None
+
+    def cp_model() -> PartitionModel:
+        nonlocal model
+        if model is None:
+            model = PartitionModel(
+                inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
+            )
+            for cut in seeds:
+                model.add_path_cut(cut)
+        return model
 
     def consider(part: Partition, known: Scored | None = None) -> Scored:
         scored = known if known is not None else Scored(part, score(inputs, part))
         sc = scored.score
         _, cut = critical_path(sched, durations_of(sc))
-        result.cuts += model.add_path_cut(cut)
+        if cut not in collected:
+            collected.add(cut)
+            result.cuts += 1
+            if model is not None:
+                model.add_path_cut(cut)
         seeds.append(cut)
         result.evaluated.append(scored)
         if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):
@@ -173,15 +187,19 @@ def solve_config(
     solve_s = IP_SOLVE_S * (IP_SECOND_PASS if known_paths else 1)
 
     def ip_settles() -> bool:
-        return prove and split == "any" and _ip_phase(
-            inputs,
-            modes,
-            seeds,
-            lambda: _bound(bound_s, result.best),
-            consider,
-            time_left,
-            result,
-            solve_s=solve_s,
+        return (
+            prove
+            and split == "any"
+            and _ip_phase(
+                inputs,
+                modes,
+                seeds,
+                lambda: _bound(bound_s, result.best),
+                consider,
+                time_left,
+                result,
+                solve_s=solve_s,
+            )
         )
 
     def lp_settles() -> bool:
@@ -205,6 +223,7 @@ def solve_config(
         result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
         return result
     budget = time_limit_s
+    model = cp_model()
 
     def left() -> float:
         return min(budget, time_left()) if time_left is not None else budget

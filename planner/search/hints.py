@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 
 from planner.cost import MODE_INDEX, PartitionInputs
@@ -84,7 +85,8 @@ def repaired(
 
     Each rank's bytes are summed over its layers in layer order, and only the rank that
     changed is summed again: the same floats as summing every rank every step, at a fraction
-    of the cost (the search calls this for every neighbour it simulates)."""
+    of the cost (the search calls this for every neighbour it simulates); each rank keeps its
+    layers' next steps in a heap (ratio, then layer index: the same choice as a scan)."""
     order = sorted(modes, key=lambda m: MODE_INDEX[m])  # none, selective, full
     ks = [MODE_INDEX[m] for m in order]
     current = [0] * inputs.num_layers  # index into `order`
@@ -103,25 +105,32 @@ def repaired(
             mem += static[i] + inflight[stage_of[i]] * act[i][ks[current[i]]]
         return mem
 
+    def step(i: int) -> tuple[float, int] | None:
+        """(-bytes saved per second added, layer) of layer i's next mode, None if none saves."""
+        c = current[i]
+        if c + 1 >= len(order):
+            return None
+        k0, k1 = ks[c], ks[c + 1]
+        saved = inflight[stage_of[i]] * (act[i][k0] - act[i][k1])
+        if saved <= 0:
+            return None
+        cost = inputs.bw_input_s[i][k1] - inputs.bw_input_s[i][k0]
+        return (-(saved / max(cost, 1e-15)), i)
+
+    # per rank, a heap of its layers' next steps: the best ratio first, then the lowest layer
+    heaps = [[st for i in layers_of[r] if (st := step(i)) is not None] for r in range(inputs.pp)]
+    for heap in heaps:
+        heapq.heapify(heap)
     mem = [rank_bytes(r) for r in range(inputs.pp)]
     for _ in range(inputs.num_layers * len(order)):
         worst = max(range(inputs.pp), key=mem.__getitem__)
-        if mem[worst] <= inputs.cap_bytes:
+        if mem[worst] <= inputs.cap_bytes or not heaps[worst]:
             break
-        best_i, best_ratio = -1, -1.0
-        for i in layers_of[worst]:
-            c = current[i]
-            if c + 1 >= len(order):
-                continue
-            k0, k1 = ks[c], ks[c + 1]
-            saved = inflight[stage_of[i]] * (act[i][k0] - act[i][k1])
-            cost = inputs.bw_input_s[i][k1] - inputs.bw_input_s[i][k0]
-            ratio = saved / max(cost, 1e-15)
-            if saved > 0 and ratio > best_ratio:
-                best_i, best_ratio = i, ratio
-        if best_i < 0:
-            break
+        _, best_i = heapq.heappop(heaps[worst])
         current[best_i] += 1
+        nxt = step(best_i)
+        if nxt is not None:
+            heapq.heappush(heaps[worst], nxt)
         mem[worst] = rank_bytes(worst)
     return Partition(bounds, tuple(order[c] for c in current))
 

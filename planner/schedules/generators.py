@@ -59,17 +59,15 @@ def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
 def peak_inflight_of(
     name: ScheduleName, *, pp: int, vpp: int, num_microbatches: int
 ) -> tuple[int, ...]:
-    """planner.schedules.inflight.peak_inflight(generate(...)) without building the schedule:
-    a closed form where one holds, else the same per-rank orders as (stage, kind) pairs,
-    walked once (+1 at F, -1 at B or W). The search needs the counts of every configuration
-    it bounds."""
+    """planner.schedules.inflight.peak_inflight(generate(...)) without building the schedule
+    (the search needs the counts of every configuration it bounds). Closed forms, checked
+    against the generated orders (tests/planner/schedules/test_schedule_closed_forms.py, pp
+    <= 16, m <= 48): GPipe holds every micro-batch; 1F1B min(m, pp - s) (Narayanan et al.
+    2021 §2.2.1); ZB-H1 defers W, so every stage holds min(m, pp) (Qi et al. 2024 §3); ZB-V's
+    stage s (of 2 pp in the V) holds min(m, 2 pp - s). The interleaved orders are counted as
+    their op sequence is generated (_interleaved_peaks)."""
     _check(name, pp, vpp, num_microbatches)
     m = num_microbatches
-    # Closed forms where one holds (checked against the generated orders for pp <= 16,
-    # m <= 48: tests/planner/schedules/test_schedule_closed_forms.py): GPipe holds every
-    # micro-batch; 1F1B min(m, pp - s) (Narayanan et al. 2021 §2.2.1); ZB-H1 defers W, so
-    # every stage holds min(m, pp) (Qi et al. 2024 §3); ZB-V's stage s (of 2 pp in the V)
-    # holds min(m, 2 pp - s).
     if name == "gpipe":
         return (m,) * pp
     if name == "1f1b":
@@ -78,29 +76,16 @@ def peak_inflight_of(
         return (min(m, pp),) * pp
     if name == "zbv":
         return tuple(min(m, 2 * pp - s) for s in range(2 * pp))
-    held = [0] * (pp * vpp)
-    peak = [0] * (pp * vpp)
-    for ops in _all_ops(name, pp, vpp, m):
-        seen: dict[tuple[int, ActionKind], int] = {}
-        for op in ops:
-            count = seen.get(op, 0)
-            if count >= m:  # zbv's orders are built for more micro-batches: dropped
-                continue
-            seen[op] = count + 1
-            stage, kind = op
-            if kind is _F:
-                held[stage] += 1
-                if held[stage] > peak[stage]:
-                    peak[stage] = held[stage]
-            elif kind is not _I:
-                held[stage] -= 1
+    peak = [0] * (pp * vpp)  # interleaved-1f1b, or zb-h1's interleaved form
+    for rank in range(pp):
+        per_chunk = _interleaved_peaks(rank, pp, vpp, m, zero_bubble=name == "zb-h1")
+        for chunk, count in enumerate(per_chunk):
+            peak[chunk * pp + rank] = count
     return tuple(peak)
 
 
-@lru_cache(maxsize=4)
 def _all_ops(name: ScheduleName, pp: int, vpp: int, m: int) -> tuple[RankOps, ...]:
-    """Every rank's (stage, kind) order; the last few are kept: the search asks for a
-    configuration's in-flight counts, then for its schedule."""
+    """Every rank's (stage, kind) order."""
     return tuple(_rank_ops(name, r, pp, vpp, m) for r in range(pp))
 
 
@@ -227,6 +212,39 @@ def _interleaved(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> 
         order.append((bwd_stage(backward_ops[weights_done]), _W))
         weights_done += 1
     return order
+
+
+def _interleaved_peaks(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> list[int]:
+    """Per chunk of `rank`, the peak in-flight micro-batches of _interleaved's order, counted
+    as it is generated (no order built: +1 at each F, -1 at each B, or W when zero-bubble;
+    the same op sequence as _interleaved, checked against it in
+    tests/planner/schedules/test_schedule_closed_forms.py)."""
+    rounds = max(1, m // pp)
+    per_round = m // rounds
+    factor = 1 if zero_bubble else 2
+    warmup = min((vpp - 1) * per_round + factor * (pp - 1 - rank), m * vpp)
+    total = m * vpp
+    steady = total - warmup
+    held, peak = [0] * vpp, [0] * vpp
+    backward_chunks: list[int] = []
+    weights_done = 0
+    for op in range(warmup + total):
+        if op < warmup + steady:
+            c = (op // per_round) % vpp
+            held[c] += 1
+            if held[c] > peak[c]:
+                peak[c] = held[c]
+        if op < warmup:
+            continue
+        c = vpp - 1 - ((op - warmup) // per_round) % vpp
+        if not zero_bubble:
+            held[c] -= 1
+            continue
+        backward_chunks.append(c)
+        if op - warmup >= rank:  # a deferred W releases the oldest backward's activations
+            held[backward_chunks[weights_done]] -= 1
+            weights_done += 1
+    return peak
 
 
 def _zbv(rank: int, pp: int, m: int) -> RankOps:

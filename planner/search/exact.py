@@ -223,7 +223,6 @@ def solve_config(
         result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
         return result
     budget = time_limit_s
-    model = cp_model()
 
     def left() -> float:
         return min(budget, time_left()) if time_left is not None else budget
@@ -232,6 +231,7 @@ def solve_config(
         if left() <= 0:
             result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
             return result
+        model = cp_model()
         limit = _bound(bound_s, result.best)
         if limit is not None:
             model.add_objective_bound(_units(limit, model.scale))
@@ -339,6 +339,8 @@ def _ip_phase(
             return False
         # its one-boundary neighbours: the paths the next solutions would need, at once
         for near in _neighbours(part, None, moves):
+            if time_left is not None and time_left() <= 0:
+                break
             _probe(ip, seeds, consider, near)
     return False
 
@@ -381,9 +383,12 @@ def _lp_phase(
         fresh = sum(
             _probe(lp, seeds, consider, near)[1]
             for near in (part, *_neighbours(part, order, moves))
+            if time_left is None or time_left() > 0
         )
         if not fresh:  # stalled: the other roundings of the unclear boundaries
             for split in _roundings(part, point.stage_layers, order[:LP_MOVES]):
+                if time_left is not None and time_left() <= 0:
+                    break
                 fresh += _probe(lp, seeds, consider, repaired(inputs, split, modes))[1]
         if not fresh:
             return False
@@ -612,6 +617,8 @@ def _descend(
             break
         step: Scored | None = None
         for near in _neighbours(cur.partition):
+            if time_left is not None and time_left() <= 0:
+                break  # a round of a deep schedule takes ~0.1 s: the limit is checked per move
             if near.bounds in seen:
                 continue
             seen.add(near.bounds)

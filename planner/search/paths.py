@@ -140,9 +140,12 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
         for d, b in ((d1, b1), (d2, b2)):
             if d >= 0:
                 dependents.setdefault(d, []).append((idx, b))
+    by_rank: list[list[int]] = [[] for _ in range(c.pp)]  # each rank's rows, in order
+    for i, op in enumerate(c.ops):
+        by_rank[op[0]].append(i)
     cuts: list[PathCut] = []
     for rank in range(c.pp):
-        mine = [i for i, op in enumerate(c.ops) if op[0] == rank]
+        mine = by_rank[rank]
         if not mine:
             continue
         counts = [[0] * n_st for _ in range(4)]

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from functools import lru_cache
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.search.partition import Partition
 from planner.specs.base import RecomputeMode
 
 
-def _split(weights: list[float], stages: int) -> tuple[int, ...]:
+@lru_cache(maxsize=512)
+def _split(weights: tuple[float, ...], stages: int) -> tuple[int, ...]:
     """Bounds of a contiguous split of `weights` into `stages` non-empty parts that keeps the
-    largest part small (greedy fill under a bisected cap)."""
+    largest part small (greedy fill under a bisected cap). Cached: the configurations of one
+    group share their layers' weights and often their stage count."""
     n = len(weights)
 
     def fill(cap: float) -> tuple[int, ...] | None:
@@ -60,7 +63,7 @@ def balanced(inputs: PartitionInputs, mode: RecomputeMode) -> Partition:
     weights = _stage_weights(
         inputs, lambda i: inputs.fw_s[i] + inputs.bw_input_s[i][k] + inputs.bw_weight_s[i]
     )
-    return Partition(_split(weights, inputs.num_stages), (mode,) * inputs.num_layers)
+    return Partition(_split(tuple(weights), inputs.num_stages), (mode,) * inputs.num_layers)
 
 
 def min_memory(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Partition:
@@ -73,7 +76,7 @@ def min_memory(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Par
     ]
     peak = max(inputs.inflight)
     weights = _stage_weights(inputs, lambda i: inputs.static_bytes[i] + peak * act(i))
-    return Partition(_split(weights, inputs.num_stages), tuple(choice))
+    return Partition(_split(tuple(weights), inputs.num_stages), tuple(choice))
 
 
 def repaired(

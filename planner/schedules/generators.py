@@ -167,6 +167,18 @@ def _one_f_one_b(rank: int, pp: int, m: int) -> RankOps:
     return [(rank, _F)] * warmup + [(rank, _F), (rank, _B)] * (m - warmup) + [(rank, _B)] * warmup
 
 
+def _interleaved_shape(
+    rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool
+) -> tuple[int, int, int]:
+    """(micro-batches per round, warm-up forwards, ops per kind) of rank `rank`'s interleaved
+    order: torch's rounds of max(1, m // pp), warm-up (vpp - 1) * per_round + k * (pp - 1 -
+    rank) with k = 2 (1F1B) or 1 (zero bubble), capped at vpp * m."""
+    per_round = m // max(1, m // pp)
+    factor = 1 if zero_bubble else 2
+    warmup = min((vpp - 1) * per_round + factor * (pp - 1 - rank), m * vpp)
+    return per_round, warmup, m * vpp
+
+
 def _interleaved(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> RankOps:
     """torch's `_get_1f1b_rank_ops` for `ScheduleInterleaved1F1B` / `ScheduleInterleavedZeroBubble`.
 
@@ -175,11 +187,7 @@ def _interleaved(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: bool) -> 
     from the first chunk up, backwards from the last chunk down (depth first). The zero-bubble
     form issues I in place of B and starts deferring W once `rank` backwards have run.
     """
-    rounds = max(1, m // pp)
-    per_round = m // rounds
-    factor = 1 if zero_bubble else 2
-    warmup = min((vpp - 1) * per_round + factor * (pp - 1 - rank), m * vpp)
-    total = m * vpp
+    per_round, warmup, total = _interleaved_shape(rank, pp, vpp, m, zero_bubble=zero_bubble)
     steady = total - warmup
 
     def fwd_stage(op: int) -> int:
@@ -219,11 +227,7 @@ def _interleaved_peaks(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: boo
     as it is generated (no order built: +1 at each F, -1 at each B, or W when zero-bubble;
     the same op sequence as _interleaved, checked against it in
     tests/planner/schedules/test_schedule_closed_forms.py)."""
-    rounds = max(1, m // pp)
-    per_round = m // rounds
-    factor = 1 if zero_bubble else 2
-    warmup = min((vpp - 1) * per_round + factor * (pp - 1 - rank), m * vpp)
-    total = m * vpp
+    per_round, warmup, total = _interleaved_shape(rank, pp, vpp, m, zero_bubble=zero_bubble)
     steady = total - warmup
     held, peak = [0] * vpp, [0] * vpp
     backward_chunks: list[int] = []
@@ -260,7 +264,9 @@ def _zbv(rank: int, pp: int, m: int) -> RankOps:
     f0 = f1 = b0 = b1 = 0
 
     def add(stage: int, kind: ActionKind, index: int) -> None:
-        order.append((stage, kind))  # index: the occurrence count, see _numbered
+        # torch's micro-batch index, kept to read like torch's code; _numbered derives the
+        # same number from the occurrence count
+        order.append((stage, kind))
 
     for _ in range(2 * (pp - rank) - 1):
         add(s0, _F, f0)

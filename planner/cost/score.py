@@ -105,8 +105,9 @@ def score_split(
     fw_s, bw_in, bw_w, acts = x.fw_s, x.bw_input_s, x.bw_weight_s, x.activation_bytes
     post = [0.0] * x.pp
     memory = [x.fixed_bytes] * x.pp
-    stage_rank = x.stage_rank
-    for s in range(x.num_stages):
+    # stages hold consecutive layers, so each rank's post and static sums run in layer order
+    # (the order is part of the result: floats); activations are added after every static
+    for s, rank in enumerate(x.stage_rank):
         first, end = bounds[s], bounds[s + 1]
         f = b = ww = a = 0.0
         for layer in range(first, end):
@@ -115,19 +116,14 @@ def score_split(
             b += bw_in[layer][k] + bw_w[layer]
             ww += bw_w[layer]
             a += acts[layer][k]
+            post[rank] += x.post_s[layer]
+            memory[rank] += x.static_bytes[layer]
         fw.append(f + of)
         bw.append(b + ob)
         w.append(ww + ow)
         p2p.append(x.p2p_s[end - 1])
         act.append(a)
-    # per rank, in layer order (the sums' order is part of the result: floats)
-    layer_rank = [
-        stage_rank[s] for s in range(x.num_stages) for _ in range(bounds[s + 1] - bounds[s])
-    ]
-    for layer, rank in enumerate(layer_rank):
-        post[rank] += x.post_s[layer]
-        memory[rank] += x.static_bytes[layer]
-    for s, rank in enumerate(stage_rank):
+    for s, rank in enumerate(x.stage_rank):
         memory[rank] += x.inflight[s] * act[s]
     schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
     sim = simulate(

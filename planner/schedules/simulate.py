@@ -66,9 +66,15 @@ def compiled_rows(schedule: Schedule) -> tuple[tuple[kernel.Row, ...], array[int
     return c.ops, c.flat
 
 
-def compiled_flat(schedule: Schedule) -> array[int]:
-    """The compiled rows' flat int32 form alone (cached)."""
-    return _compile(schedule).flat
+def longest_path(
+    schedule: Schedule, durations: StageDurations
+) -> tuple[float, list[int], list[int]]:
+    """The makespan and one longest path of `schedule` (planner.schedules.kernel.critical):
+    its visits per duration slot (kind-major: F, B, I, W, one per stage) and per boundary."""
+    c = _compile(schedule)
+    durtab, lagtab = _tables(durations, schedule.num_stages)
+    rows = None if kernel.available() else c.ops
+    return kernel.critical(c.flat, durtab, lagtab, schedule.pp, schedule.num_stages, rows)
 
 
 def _build(schedule: Schedule) -> _Compiled:
@@ -119,7 +125,7 @@ def _tables(durations: StageDurations, stages: int) -> tuple[list[float], list[f
                 "need fw_s >= 0 and bw_s >= w_s >= 0 (w_s is the weight-grad part of bw_s)",
             )
     durtab = [*fw, *bw, *(b - x for b, x in zip(bw, w, strict=True)), *w]
-    lagtab = [0.0, *durations.p2p_s]
+    lagtab = [0.0, *durations.p2p_s[: stages - 1]]  # lag slot b + 1: boundary b
     return durtab, lagtab
 
 

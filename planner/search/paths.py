@@ -19,8 +19,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from planner.schedules import Schedule, StageDurations, kernel
-from planner.schedules.simulate import compiled_flat, compiled_rows
+from planner.schedules import Schedule, StageDurations
+from planner.schedules.simulate import compiled_rows, longest_path
 from planner.schedules.validate import KIND_INDEX, execution_order
 
 _F, _B, _I, _W = 0, 1, 2, 3
@@ -96,18 +96,11 @@ def _from_validator(schedule: Schedule) -> _Compiled:
 
 
 def critical_path(schedule: Schedule, d: StageDurations) -> tuple[float, PathCut]:
-    """The makespan and one longest path of `schedule` under durations `d` (the simulator's
-    compiled rows and planner.schedules.kernel.critical: the rank's previous action is the
-    predecessor unless a dependency ends strictly later)."""
+    """The makespan and one longest path of `schedule` under durations `d`
+    (planner.schedules.simulate.longest_path: the rank's previous action is the predecessor
+    unless a dependency ends strictly later)."""
     n_st = schedule.num_stages
-    dur = [*d.fw_s, *d.bw_s, *(b - w for b, w in zip(d.bw_s, d.w_s, strict=True)), *d.w_s]
-    lag = [0.0, *d.p2p_s[: max(0, n_st - 1)]]
-    if kernel.available():
-        out = kernel.critical(compiled_flat(schedule), dur, lag, schedule.pp, n_st)
-    else:
-        rows, flat = compiled_rows(schedule)
-        out = kernel.critical(flat, dur, lag, schedule.pp, n_st, rows)
-    makespan, counts, x = out
+    makespan, counts, x = longest_path(schedule, d)
     f, b, i, w = (tuple(counts[k * n_st : (k + 1) * n_st]) for k in range(4))
     return makespan, PathCut(f=f, b=b, i=i, w=w, x=tuple(x))
 

@@ -477,30 +477,24 @@ def _children(
     """A cover of `node` (per rank, then per stage, (lo, hi) of the counted run's layers)
     that cuts off the LP point (_branch_phase); None if its counts are all whole."""
     pp = len(rank_counts)
+
+    def narrowed(k: int, lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
+        return [(*node[:k], (lo, hi), *node[k + 1 :])] if lo <= hi else []
+
     floors = [
         max(lo, min(hi, math.floor(c + 1e-9)))
         for c, (lo, hi) in zip(rank_counts, node[:pp], strict=True)
     ]
-    if sum(floors) < total:
-        return [
-            (*node[:r], (floors[r] + 1, node[r][1]), *node[r + 1 :])
-            for r in range(pp)
-            if floors[r] + 1 <= node[r][1]
-        ]
+    if sum(floors) < total:  # some rank holds more than its floor
+        return [child for r in range(pp) for child in narrowed(r, floors[r] + 1, node[r][1])]
     frac = [abs(c - round(c)) for c in stage_counts]
     s = max(range(len(frac)), key=frac.__getitem__)
     if frac[s] <= 1e-6:
         return None
-    lo, hi = node[pp + s]
-    down, up = math.floor(stage_counts[s]), math.ceil(stage_counts[s])
-    k = pp + s
+    (lo, hi), c = node[pp + s], stage_counts[s]
     return [
-        child
-        for child, (a, b) in (
-            ((*node[:k], (lo, min(hi, down)), *node[k + 1 :]), (lo, min(hi, down))),
-            ((*node[:k], (max(lo, up), hi), *node[k + 1 :]), (max(lo, up), hi)),
-        )
-        if a <= b
+        *narrowed(pp + s, lo, min(hi, math.floor(c))),
+        *narrowed(pp + s, max(lo, math.ceil(c)), hi),
     ]
 
 

@@ -4,13 +4,14 @@ exhaustive optimum indeed does not; and it should say so where whole layers are 
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
 from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
-from planner.search.exact import Scored, _branch_phase
+from planner.search.exact import Scored, _branch_phase, _children
 from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path
@@ -78,3 +79,56 @@ def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
         settled += _branch(inputs, cuts, bound)
     assert total >= 20
     assert settled >= lp_alone + 4, (settled, lp_alone, total)
+
+
+def test_children_cover_every_whole_count_and_cut_off_the_lp_point() -> None:
+    """The branching rule on its own: every integer split of the blocks inside a node lies in
+    some child, and no child holds the node's fractional LP point."""
+    rng = random.Random(5)
+    total, pp, stages = 7, 3, 3  # one stage per rank: rank and stage counts coincide
+    for _ in range(200):
+        node = tuple((rng.randint(0, 2), rng.randint(3, total)) for _ in range(pp + stages))
+        raw = [rng.uniform(lo, hi) for lo, hi in node[:pp]]
+        if not raw or sum(raw) == 0:
+            continue
+        counts = tuple(c * total / sum(raw) for c in raw)
+        if any(not lo <= c <= hi for c, (lo, hi) in zip(counts, node[:pp], strict=True)):
+            continue
+        kids = _children(node, counts, counts, total)
+        assert kids is not None
+        inside = [
+            d
+            for d in itertools.product(range(total + 1), repeat=pp)
+            if sum(d) == total
+            and all(lo <= x <= hi for x, (lo, hi) in zip(d * 2, node, strict=True))
+        ]
+        for d in inside:
+            assert any(
+                all(lo <= x <= hi for x, (lo, hi) in zip(d * 2, kid, strict=True)) for kid in kids
+            ), (node, d)
+        for kid in kids:
+            assert not all(
+                lo - 1e-9 <= x <= hi + 1e-9 for x, (lo, hi) in zip(counts * 2, kid, strict=True)
+            )
+
+
+def test_whole_rank_counts_branch_on_a_fractional_stage() -> None:
+    """Rank counts whole (no pigeonhole): the stage furthest from whole splits the node in two
+    that hold every integer stage split and not the LP point."""
+    total, pp = 7, 2  # stages 0, 2 on rank 0 and 1, 3 on rank 1
+    node = ((0, total),) * pp + ((1, 5), (1, 5), (0, 5), (0, 5))
+    stage_counts = (1.5, 2.25, 1.5, 1.75)
+    rank_counts = (3.0, 4.0)
+    kids = _children(node, rank_counts, stage_counts, total)
+    assert kids is not None and len(kids) == 2
+    for d in itertools.product(range(6), repeat=4):
+        point = (d[0] + d[2], d[1] + d[3], *d)
+        if sum(d) != total or not all(
+            lo <= x <= hi for x, (lo, hi) in zip(point, node, strict=True)
+        ):
+            continue
+        assert any(all(lo <= x <= hi for x, (lo, hi) in zip(point, k, strict=True)) for k in kids)
+    lp = (*rank_counts, *stage_counts)
+    for kid in kids:
+        assert not all(lo <= x <= hi for x, (lo, hi) in zip(lp, kid, strict=True))
+    assert _children(node, rank_counts, (1.0, 2.0, 2.0, 2.0), total) is None  # all whole

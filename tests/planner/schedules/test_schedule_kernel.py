@@ -45,6 +45,16 @@ def _tables(n_st: int, rng: random.Random, ties: bool) -> tuple[list[float], lis
     return dur, lag
 
 
+def _durations(rng: random.Random, n_st: int) -> StageDurations:
+    w = [rng.uniform(0, 1) for _ in range(n_st)]
+    return StageDurations(
+        fw_s=tuple(rng.uniform(0, 2) for _ in range(n_st)),
+        bw_s=tuple(x + rng.uniform(0, 2) for x in w),
+        w_s=tuple(w),
+        p2p_s=tuple(rng.uniform(0, 0.5) for _ in range(n_st - 1)),
+    )
+
+
 @pytest.mark.skipif(not kernel.available(), reason="the C kernel was not built")
 @pytest.mark.parametrize(("name", "pp", "vpp", "m"), CASES)
 @pytest.mark.parametrize("ties", [True, False])
@@ -69,15 +79,8 @@ def test_critical_path_length_is_the_makespan(name: str, pp: int, vpp: int, m: i
     durations, plus p2p) is the simulated step time."""
     sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
     rng = random.Random(name)
-    n_st = sched.num_stages
     for _ in range(20):
-        w = [rng.uniform(0, 1) for _ in range(n_st)]
-        d = StageDurations(
-            fw_s=tuple(rng.uniform(0, 2) for _ in range(n_st)),
-            bw_s=tuple(x + rng.uniform(0, 2) for x in w),
-            w_s=tuple(w),
-            p2p_s=tuple(rng.uniform(0, 0.5) for _ in range(n_st - 1)),
-        )
+        d = _durations(rng, sched.num_stages)
         makespan, cut = critical_path(sched, d)
         step = simulate(sched, d, with_timeline=False).step_time_s
         assert makespan == step
@@ -141,15 +144,7 @@ def test_simulator_without_the_kernel_gives_the_same_result(
 ) -> None:
     """The fallback path end to end: simulate (timeline included) and the critical path."""
     sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
-    n_st = sched.num_stages
-    rng = random.Random(m)
-    w = [rng.uniform(0, 1) for _ in range(n_st)]
-    d = StageDurations(
-        fw_s=tuple(rng.uniform(0, 2) for _ in range(n_st)),
-        bw_s=tuple(x + rng.uniform(0, 2) for x in w),
-        w_s=tuple(w),
-        p2p_s=tuple(rng.uniform(0, 0.5) for _ in range(n_st - 1)),
-    )
+    d = _durations(random.Random(m), sched.num_stages)
     fast = simulate(sched, d), critical_path(sched, d)
     monkeypatch.setattr(kernel, "_kernel", None)
     assert not kernel.available()

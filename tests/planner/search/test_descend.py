@@ -3,14 +3,17 @@ simulator scores strictly faster, and the exact loop's answer does not depend on
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
-from planner.search.exact import Scored, _descend, solve_config
+from planner.schedules.ir import stage_to_rank
+from planner.search.exact import Scored, _descend, _rank_shifts, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import quick_partition
-from planner.search.partition import score
+from planner.search.partition import Partition, score
+from planner.specs.base import ScheduleName
 from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs
 
 
@@ -32,3 +35,36 @@ def test_descend_improves_strictly_and_keeps_the_optimum(seed: int) -> None:
     assert (oracle is None) == (got is None)
     if oracle is not None and got is not None:
         assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "pp", "vpp"), [("zbv", 2, 2), ("zbv", 5, 2), ("interleaved-1f1b", 4, 3)]
+)
+def test_rank_shifts_keep_every_rank_total_and_move_one_layer_per_rank(
+    schedule: ScheduleName, pp: int, vpp: int
+) -> None:
+    """Each move takes one layer from a chunk of some ranks to the next or previous chunk of
+    the same ranks: rank totals are unchanged, every stage keeps a layer, and the counts
+    change by exactly -1 and +1 on each moved rank, on stages one chunk apart."""
+    rank_of = tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp))
+    chunk = {
+        s: sorted(t for t in range(pp * vpp) if rank_of[t] == rank_of[s]).index(s)
+        for s in range(pp * vpp)
+    }
+    rng = random.Random(pp * 10 + vpp)
+    counts = [rng.randint(1, 4) for _ in rank_of]
+    start = Partition(tuple(itertools.accumulate(counts, initial=0)), ("none",) * sum(counts))
+    moves = _rank_shifts(start, rank_of)
+    assert moves, "a split with layers to spare has shifts"
+    for move in moves:
+        new = [move.bounds[s + 1] - move.bounds[s] for s in range(len(counts))]
+        assert min(new) >= 1 and move.bounds[-1] == start.bounds[-1]
+        for r in range(pp):
+            stages = [s for s in range(len(counts)) if rank_of[s] == r]
+            assert sum(new[s] for s in stages) == sum(counts[s] for s in stages)
+            changed = {s: new[s] - counts[s] for s in stages if new[s] != counts[s]}
+            if changed:
+                assert sorted(changed.values()) == [-1, 1]
+                a, b = changed
+                assert abs(chunk[a] - chunk[b]) == 1
+    assert _rank_shifts(Partition((0, 2, 4), ("none",) * 4), (0, 1)) == []  # one chunk each

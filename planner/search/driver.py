@@ -65,6 +65,20 @@ class Entry:
 
 
 @dataclass
+class MemoryGroup:
+    """A group pruned by its memory floor (valid for every schedule and vpp in it); explain
+    builds a representative Entry (`memory_rep`) only for the few it reports."""
+
+    members: list[Config]
+    memory_floor_bytes: float
+    time_floor_s: float
+
+    @property
+    def config(self) -> Config:
+        return self.members[0]
+
+
+@dataclass
 class Outcome:
     entries: list[Entry]
     best: tuple[Entry, Scored] | None
@@ -77,7 +91,7 @@ class Outcome:
     group_memory_floor: float = float("inf")
     skipped: int = 0  # configurations left unvisited at the time limit
     num_configs: int = 0
-    memory_reps: list[Entry] = field(default_factory=list)  # groups pruned by memory
+    memory_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by memory
     best_found_at_s: float = 0.0  # elapsed time when the final best plan was first seen
     now: Callable[[], float] = lambda: 0.0
     group_time_pruned: int = 0  # configurations pruned with their group's time floor
@@ -227,11 +241,7 @@ def _sweep(
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
             out.group_memory_floor = min(out.group_memory_floor, floors[0])
-            rep = _representative(request, src, members)
-            if rep is not None:
-                # the group's floors, valid for every schedule and vpp in it
-                rep.memory_floor_bytes, rep.time_floor_s = floors
-                out.memory_reps.append(rep)
+            out.memory_groups.append(MemoryGroup(members, *floors))
             continue
         group_floor = floors[1] if floors is not None else 0.0
         best = out.best
@@ -448,13 +458,16 @@ def _group_floors(
     return memory, min(times)
 
 
-def _representative(request: PlanRequest, src: CostSource, members: list[Config]) -> Entry | None:
-    for cfg in members:
+def memory_rep(request: PlanRequest, out: Outcome, group: MemoryGroup) -> Entry | None:
+    """An Entry standing for a memory-pruned group (its first member that the cost model
+    accepts) with the group's floors, for the infeasibility diagnosis; None if none is."""
+    src = out.source if out.source is not None else resolve_costs(request)
+    for cfg in group.members:
         try:
             inputs = partition_inputs(request, cfg.candidate(), source=src)
         except SpecError:
             continue
-        entry = Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
+        entry = Entry(cfg, inputs, group.memory_floor_bytes, group.time_floor_s)
         entry.verdict = "memory"
         return entry
     return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from planner.search.driver import Entry, Outcome
+from planner.search.driver import Entry, MemoryGroup, Outcome, memory_rep
 from planner.search.exact import Scored
 from planner.search.hints import min_memory
 from planner.search.partition import score
@@ -27,16 +27,17 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
         f"{_gib(s.peak_memory_bytes)} of the {_gib(cap)} cap."
     ]
     # Memory: configurations that might have been faster but do not fit.
-    tighter = [
+    tighter: list[Entry | MemoryGroup] = [
         e
-        for e in out.entries + out.memory_reps
+        for e in out.entries
         if e.time_floor_s < s.step_time_s
         and (e.verdict == "memory" or (e.result is not None and e.result.status == "INFEASIBLE"))
     ]
+    tighter += [g for g in out.memory_groups if g.time_floor_s < s.step_time_s]
     if tighter:
         # the one closest to fitting: that is the limit that binds
         e = min(tighter, key=lambda e: (e.memory_floor_bytes, e.time_floor_s))
-        over = e.memory_floor_bytes - e.inputs.cap_bytes
+        over = e.memory_floor_bytes - cap
         detail = (
             f"exceeds the cap by at least {_gib(over)}"
             if over > 0
@@ -46,7 +47,7 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
         name = (
             f"tp={c.tp} x pp={c.pp} x dp={c.dp} (any schedule), mbs={c.micro_batch_size}"
             + (f", ZeRO-{c.zero_stage}" if c.zero_stage else "")
-            if e in out.memory_reps
+            if isinstance(e, MemoryGroup)
             else c.describe()
         )
         lines.append(
@@ -94,7 +95,13 @@ def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
     """Which limit binds when nothing fits: the lowest peak memory reached, by which
     configuration, the cap and how far above it, and what would make it fit."""
     cap = float(request.memory_cap_bytes)
-    pool = out.entries + out.memory_reps
+    # the groups pruned by memory get a representative only among the 8 lowest floors
+    candidates: list[Entry | MemoryGroup] = [*out.entries, *out.memory_groups]
+    pool: list[Entry] = []
+    for e in sorted(candidates, key=lambda e: e.memory_floor_bytes)[:8]:
+        rep = memory_rep(request, out, e) if isinstance(e, MemoryGroup) else e
+        if rep is not None:
+            pool.append(rep)
     if not pool:
         return {
             "binding": "constraints",
@@ -102,9 +109,8 @@ def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
             f"({out.invalid} were rejected by the cost model's checks)",
             "suggestions": ["relax constraints.tp / pp / dp / schedules / micro_batch_sizes"],
         }
-    ranked = sorted(pool, key=lambda e: e.memory_floor_bytes)[:8]
-    best_peak, best_entry = float("inf"), ranked[0]
-    for e in ranked:
+    best_peak, best_entry = float("inf"), pool[0]
+    for e in pool:
         part = min_memory(e.inputs, e.config.modes)
         peak = score(e.inputs, part).peak_memory_bytes
         if peak < best_peak:

@@ -8,6 +8,9 @@ import pytest
 
 from planner.errors import InfeasibleError, SpecError
 from planner.search import search
+from planner.search.driver import MemoryGroup, memory_rep, run_search
+from planner.search.explain import why
+from planner.search.space import enumerate_configs
 from planner.specs import PlanRequest
 
 GPT_13B = {
@@ -120,3 +123,26 @@ def test_search_statistics_count_the_space() -> None:
         a.prediction.step_time_s >= result.plan.prediction.step_time_s * (1 - 1e-9)
         for a in result.alternatives
     )
+
+
+def test_why_names_a_faster_group_that_memory_pruned() -> None:
+    """A group dropped by its memory floor (no configuration of it built) is named by its
+    degrees, 'any schedule', and how far its floor exceeds the cap; the diagnosis builds a
+    representative of it."""
+    req = _request(
+        model={**GPT_13B, "num_layers": 14, "hidden_size": 4096, "num_attention_heads": 32},
+        constraints={"memory_cap_gib": 40, "pp": [8], "tp": [1], "zero_stages": [1]},
+        search={"time_limit_s": 30},
+    )
+    out = run_search(req)
+    assert out.best is not None
+    entry, best = out.best
+    cfg = next(c for c in enumerate_configs(req, num_layers=16) if c.pp == 8 and c.tp == 1)
+    over = float(req.memory_cap_bytes) + 3 * 1024**3
+    out.memory_groups.append(MemoryGroup([cfg], over, 0.5 * best.score.step_time_s))
+    lines = [line for line in why(req, out, entry, best) if line.startswith("Memory binds")]
+    assert len(lines) == 1
+    assert f"tp=1 x pp=8 x dp={cfg.dp} (any schedule)" in lines[0]
+    assert "exceeds the cap by at least 3.0 GiB" in lines[0]
+    rep = memory_rep(req, out, out.memory_groups[-1])
+    assert rep is not None and rep.config == cfg and rep.memory_floor_bytes == over

@@ -326,10 +326,194 @@ done:
     return result;
 }
 
+/* ---- Schedule generators: the orders of planner/schedules/generators.py, as codes ----
+ *
+ * Each rank's order as int32 triples (stage, kind, micro-batch), kinds F=0 B=1 I=2 W=3,
+ * ranks one after another. The same loops as the Python generators (_gpipe, _one_f_one_b,
+ * _interleaved, _zbv) emitting (stage, kind) pairs, then numbered as _numbered does: a
+ * pair's n-th occurrence is micro-batch n and occurrences >= m are dropped. The orders are
+ * identical to the Python ones (tests/planner/schedules/test_schedule_kernel.py). */
+
+enum { G_GPIPE = 0, G_1F1B = 1, G_INTERLEAVED = 2, G_ZBH1 = 3, G_ZBV = 4 };
+
+typedef struct {
+    int *codes;
+    Py_ssize_t len, cap;
+    int *seen; /* occurrences so far per (stage, kind) of the current rank */
+    int m, n_st, failed;
+} Emit;
+
+static void emit(Emit *e, int stage, int kind) {
+    int *count = &e->seen[stage * 4 + kind];
+    int index = (*count)++;
+    if (index >= e->m || e->failed)
+        return;
+    if (e->len + 3 > e->cap) {
+        Py_ssize_t cap = e->cap ? 2 * e->cap : 1024;
+        int *grown = realloc(e->codes, (size_t)cap * sizeof(int));
+        if (grown == NULL) {
+            e->failed = 1;
+            return;
+        }
+        e->codes = grown;
+        e->cap = cap;
+    }
+    e->codes[e->len++] = stage;
+    e->codes[e->len++] = kind;
+    e->codes[e->len++] = index;
+}
+
+static int gen_interleaved(Emit *e, int rank, int pp, int vpp, int m, int zero_bubble) {
+    int rounds = m / pp > 1 ? m / pp : 1;
+    long per_round = m / rounds;
+    long factor = zero_bubble ? 1 : 2;
+    long total = (long)m * vpp;
+    long warmup = (vpp - 1) * per_round + factor * (pp - 1 - rank);
+    if (warmup > total)
+        warmup = total;
+    long steady = total - warmup;
+    int bwd_kind = zero_bubble ? 2 : 1;
+    long *backward = malloc((size_t)(total > 0 ? total : 1) * sizeof(long));
+    if (backward == NULL)
+        return -1;
+    long n_back = 0, weights_done = 0;
+#define FWD_STAGE(op) ((int)((((op) / per_round) % vpp) * pp + rank))
+#define BWD_STAGE(op) ((int)((vpp - 1 - (((op) - warmup) / per_round) % vpp) * pp + rank))
+    for (long op = 0; op < warmup + total; op++) {
+        if (op < warmup) {
+            emit(e, FWD_STAGE(op), 0);
+            continue;
+        }
+        if (op < warmup + steady)
+            emit(e, FWD_STAGE(op), 0);
+        emit(e, BWD_STAGE(op), bwd_kind);
+        backward[n_back++] = op;
+        if (zero_bubble && op - warmup >= rank) {
+            emit(e, BWD_STAGE(backward[weights_done]), 3);
+            weights_done++;
+        }
+    }
+    while (zero_bubble && weights_done < n_back) {
+        emit(e, BWD_STAGE(backward[weights_done]), 3);
+        weights_done++;
+    }
+#undef FWD_STAGE
+#undef BWD_STAGE
+    free(backward);
+    return 0;
+}
+
+static void gen_zbv(Emit *e, int rank, int pp, int m) {
+    int n = 2 * pp - 1 > m ? 2 * pp - 1 : m;
+    int s0 = rank, s1 = 2 * pp - 1 - rank;
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    for (int k = 0; k < 2 * (pp - rank) - 1; k++) {
+        emit(e, s0, 0);
+        f0++;
+    }
+    for (int k = 0; k < rank; k++) {
+        emit(e, s1, 0);
+        f1++;
+        emit(e, s0, 0);
+        f0++;
+    }
+    for (int k = 0; k < pp - rank; k++) {
+        emit(e, s1, 0);
+        f1++;
+        emit(e, s1, 2);
+        emit(e, s1, 3);
+        b1++;
+    }
+    while (f1 < f0 || f0 < n) {
+        if (f0 < n) {
+            emit(e, s0, 0);
+            f0++;
+        }
+        emit(e, s0, 2);
+        emit(e, s0, 3);
+        b0++;
+        emit(e, s1, 0);
+        f1++;
+        emit(e, s1, 2);
+        emit(e, s1, 3);
+        b1++;
+    }
+    int w0 = b0, w1 = b1;
+    for (int k = 0; k < rank; k++) {
+        emit(e, s0, 2);
+        b0++;
+        emit(e, s1, 2);
+        b1++;
+    }
+    for (int k = 0; k < pp - rank; k++) {
+        emit(e, s0, 2);
+        b0++;
+        emit(e, s0, 3);
+        w0++;
+    }
+    for (int index = w1; index < b1; index++) emit(e, s1, 3);
+    for (int index = w0; index < b0; index++) emit(e, s0, 3);
+}
+
+/* generate(kind, pp, vpp, m) -> (bytes of int32 codes, list of per-rank action counts) */
+static PyObject *generate(PyObject *self, PyObject *args) {
+    int kind, pp, vpp, m;
+    if (!PyArg_ParseTuple(args, "iiii", &kind, &pp, &vpp, &m))
+        return NULL;
+    if (kind < 0 || kind > 4 || pp < 1 || vpp < 1 || m < 1) {
+        PyErr_SetString(PyExc_ValueError, "kernel.generate: bad arguments");
+        return NULL;
+    }
+    Emit e = {NULL, 0, 0, NULL, m, pp * vpp, 0};
+    e.seen = malloc((size_t)e.n_st * 4 * sizeof(int));
+    PyObject *counts = PyList_New(pp);
+    if (e.seen == NULL || counts == NULL) {
+        free(e.seen);
+        Py_XDECREF(counts);
+        return PyErr_NoMemory();
+    }
+    for (int rank = 0; rank < pp && !e.failed; rank++) {
+        Py_ssize_t before = e.len;
+        for (int i = 0; i < e.n_st * 4; i++) e.seen[i] = 0;
+        if (kind == G_GPIPE) {
+            for (int k = 0; k < m; k++) emit(&e, rank, 0);
+            for (int k = 0; k < m; k++) emit(&e, rank, 1);
+        } else if (kind == G_1F1B) {
+            int warmup = pp - 1 - rank < m ? pp - 1 - rank : m;
+            for (int k = 0; k < warmup; k++) emit(&e, rank, 0);
+            for (int k = 0; k < m - warmup; k++) {
+                emit(&e, rank, 0);
+                emit(&e, rank, 1);
+            }
+            for (int k = 0; k < warmup; k++) emit(&e, rank, 1);
+        } else if (kind == G_ZBV) {
+            gen_zbv(&e, rank, pp, m);
+        } else if (gen_interleaved(&e, rank, pp, vpp, m, kind == G_ZBH1) < 0) {
+            e.failed = 1;
+        }
+        PyList_SET_ITEM(counts, rank, PyLong_FromSsize_t((e.len - before) / 3));
+    }
+    free(e.seen);
+    if (e.failed) {
+        free(e.codes);
+        Py_DECREF(counts);
+        return PyErr_NoMemory();
+    }
+    PyObject *codes = PyBytes_FromStringAndSize((const char *)e.codes,
+                                                (Py_ssize_t)(e.len * sizeof(int)));
+    free(e.codes);
+    if (codes == NULL) {
+        Py_DECREF(counts);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", codes, counts);
+}
+
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Start, end and busy times of a compiled schedule."},
     {"build", build, METH_VARARGS, "Compile per-rank orders into topological rows."},
     {"critical", critical, METH_VARARGS, "Makespan and one longest path's visit counts."},
+    {"generate", generate, METH_VARARGS, "A schedule's per-rank orders as int32 codes."},
     {NULL, NULL, 0, NULL},
 };
 

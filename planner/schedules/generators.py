@@ -17,9 +17,14 @@ Every order here is the per-rank compute order that `torch.distributed.pipelinin
 
 from __future__ import annotations
 
+import itertools
+from array import array
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import overload
 
 from planner.errors import SpecError
+from planner.schedules import kernel
 from planner.schedules.ir import Action, ActionKind, Schedule
 from planner.specs.base import SCHEDULES, ScheduleName
 
@@ -47,13 +52,87 @@ def check_generate_args(name: str, *, pp: int, vpp: int, num_microbatches: int) 
 @lru_cache(maxsize=128)
 def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
     _check(name, pp, vpp, m)
-    return Schedule(
-        name=name,
-        pp=pp,
-        vpp=vpp,
-        num_microbatches=m,
-        orders=tuple(_numbered(ops, m) for ops in _all_ops(name, pp, vpp, m)),
-    )
+    codes, counts = order_codes(name, pp, vpp, m)
+    return Schedule(name=name, pp=pp, vpp=vpp, num_microbatches=m, orders=Orders(codes, counts))
+
+
+_KIND_CODE = {"gpipe": 0, "1f1b": 1, "interleaved-1f1b": 2, "zb-h1": 3, "zbv": 4}
+_KINDS = (_F, _B, _I, _W)  # code order, as planner.schedules.validate.KIND_INDEX
+
+
+def order_codes(name: ScheduleName, pp: int, vpp: int, m: int) -> tuple[array[int], list[int]]:
+    """Every rank's order as int32 triples (stage, kind index, micro-batch), ranks one after
+    another, and each rank's action count: the C extension's loops (planner/schedules/
+    _kernel.c, the same as this module's) when built, else this module's generators.
+    Arguments are not checked (generate checks them)."""
+    if kernel.available():
+        raw, counts = kernel.generate_codes(_KIND_CODE[name], pp, vpp, m)
+        codes = array("i")
+        codes.frombytes(raw)
+        return codes, counts
+    return order_codes_python(name, pp, vpp, m)
+
+
+def order_codes_python(
+    name: ScheduleName, pp: int, vpp: int, m: int
+) -> tuple[array[int], list[int]]:
+    """order_codes from the Python generators (the reference the C loops are tested
+    against)."""
+    index = {kind: k for k, kind in enumerate(_KINDS)}
+    codes = array("i")
+    counts = []
+    for ops in _all_ops(name, pp, vpp, m):
+        order = _numbered(ops, m)
+        counts.append(len(order))
+        codes.extend(x for a in order for x in (a.stage, index[a.kind], a.microbatch))
+    return codes, counts
+
+
+class Orders(Sequence[tuple[Action, ...]]):
+    """A generated schedule's per-rank orders, kept as codes (order_codes); a rank's Action
+    tuple is built when first read. The simulator compiles straight from the codes
+    (planner.schedules.simulate), so the search, which simulates hundreds of schedules of up
+    to 10^5 actions, never builds most of them. Compares equal to the tuple of tuples."""
+
+    def __init__(self, codes: array[int], counts: list[int]) -> None:
+        self.codes = codes
+        self.offsets = [0, *itertools.accumulate(counts)]  # in actions
+        self._built: dict[int, tuple[Action, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, rank: int) -> tuple[Action, ...]: ...
+
+    @overload
+    def __getitem__(self, rank: slice) -> tuple[tuple[Action, ...], ...]: ...
+
+    def __getitem__(self, rank: int | slice) -> tuple[Action, ...] | tuple[tuple[Action, ...], ...]:
+        if isinstance(rank, slice):
+            return tuple(self[r] for r in range(len(self))[rank])
+        if rank < 0:
+            rank += len(self)
+        if not 0 <= rank < len(self):
+            raise IndexError(rank)
+        built = self._built.get(rank)
+        if built is None:
+            c, lo, hi = self.codes, 3 * self.offsets[rank], 3 * self.offsets[rank + 1]
+            built = self._built[rank] = tuple(
+                _action(c[j], _KINDS[c[j + 1]], c[j + 2]) for j in range(lo, hi, 3)
+            )
+        return built
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Orders | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
 
 
 def peak_inflight_of(
@@ -113,26 +192,29 @@ def _numbered(ops: RankOps, m: int) -> tuple[Action, ...]:
     """Actions from (stage, kind) pairs: each pair's n-th occurrence is micro-batch n (every
     generator here issues each stage's F, B, I and W in micro-batch order); those >= m are
     dropped (zbv's orders are built for more micro-batches, as torch does)."""
-    global _interned_count
     seen: dict[tuple[int, ActionKind], int] = {}
     out = []
     for op in ops:
         index = seen.get(op, 0)
         seen[op] = index + 1
-        if index >= m:
-            continue
-        known = _INTERNED.get(op)
-        if known is None:
-            known = _INTERNED[op] = []
-        if index < len(known):
-            out.append(known[index])
-            continue
-        action = Action(op[0], op[1], index)
-        if index == len(known) and _interned_count < _INTERN_MAX:
-            known.append(action)
-            _interned_count += 1
-        out.append(action)
+        if index < m:
+            out.append(_action(op[0], op[1], index))
     return tuple(out)
+
+
+def _action(stage: int, kind: ActionKind, index: int) -> Action:
+    """The shared Action (stage, kind, index) (interned, up to _INTERN_MAX)."""
+    global _interned_count
+    known = _INTERNED.get((stage, kind))
+    if known is None:
+        known = _INTERNED[(stage, kind)] = []
+    if index < len(known):
+        return known[index]
+    action = Action(stage, kind, index)
+    if index == len(known) and _interned_count < _INTERN_MAX:
+        known.append(action)
+        _interned_count += 1
+    return action
 
 
 def _check(name: str, pp: int, vpp: int, m: int) -> None:

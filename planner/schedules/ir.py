@@ -9,6 +9,7 @@ A schedule is one ordered action list per pipeline rank.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -57,7 +58,7 @@ class Schedule:
     pp: int
     vpp: int
     num_microbatches: int
-    orders: tuple[tuple[Action, ...], ...]
+    orders: Sequence[tuple[Action, ...]]  # a tuple, or generators.Orders (built lazily)
 
     @property
     def num_stages(self) -> int:

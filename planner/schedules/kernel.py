@@ -274,3 +274,12 @@ def critical_python(
             xs[pred_lag[cur] - 1] += 1
         cur = pred[cur]
     return makespan, counts, xs
+
+
+def generate_codes(kind: int, pp: int, vpp: int, m: int) -> tuple[bytes, list[int]]:
+    """The C generator (planner.schedules.generators.order_codes): int32 codes as bytes and
+    per-rank action counts. Only with the extension built (`available()`)."""
+    if _kernel is None:
+        raise RuntimeError("the C kernel is not built")
+    codes, counts = _kernel.generate(kind, pp, vpp, m)
+    return codes, counts

@@ -24,6 +24,7 @@ from functools import cached_property
 
 from planner.errors import DeadlockError, SpecError
 from planner.schedules import kernel
+from planner.schedules.generators import Orders
 from planner.schedules.ir import Schedule
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
 from planner.schedules.validate import KIND_INDEX, execution_order, format_grid, validate
@@ -66,6 +67,11 @@ def compiled_rows(schedule: Schedule) -> tuple[tuple[kernel.Row, ...], array[int
     return c.ops, c.flat
 
 
+def num_actions(schedule: Schedule) -> int:
+    """How many actions `schedule` has (from its compiled table: no Action is built)."""
+    return len(_compile(schedule).flat) // 6
+
+
 def longest_path(
     schedule: Schedule, durations: StageDurations
 ) -> tuple[float, list[int], list[int]]:
@@ -85,16 +91,20 @@ def _build(schedule: Schedule) -> _Compiled:
     """
     stages, m, pp = schedule.num_stages, schedule.num_microbatches, schedule.pp
     rank_of = [schedule.rank_of(s) for s in range(stages)]
-    codes = array(
-        "i",
-        [
-            x
-            for order in schedule.orders
-            for a in order
-            for x in (a.stage, KIND_INDEX[a.kind], a.microbatch)
-        ],
-    )
-    offsets = [0, *itertools.accumulate(len(order) for order in schedule.orders)]
+    orders = schedule.orders
+    if isinstance(orders, Orders):  # generated: its codes are the table's input already
+        codes, offsets = orders.codes, orders.offsets
+    else:
+        codes = array(
+            "i",
+            [
+                x
+                for order in orders
+                for a in order
+                for x in (a.stage, KIND_INDEX[a.kind], a.microbatch)
+            ],
+        )
+        offsets = [0, *itertools.accumulate(len(order) for order in orders)]
     built = kernel.build(codes, offsets, pp, stages, m, rank_of)
     if built.status == kernel.BAD_ACTION:
         validate(schedule)  # raises ScheduleError with the marked grid

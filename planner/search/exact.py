@@ -36,6 +36,7 @@ from typing import Literal
 
 from planner.cost import PartitionScore
 from planner.cost.partition import PartitionInputs
+from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
 from planner.search.cutlp import MARGIN as LP_MARGIN
 from planner.search.cutlp import CutLP, integer_solver_available, rounded_bounds
@@ -517,7 +518,7 @@ def _share(time_left: Callable[[], float], share: float) -> Callable[[], float]:
 def _moves(inputs: PartitionInputs) -> int:
     """Neighbours to simulate per cutting-plane round: as many as keep moves x schedule
     actions under LP_ACTION_BUDGET, at least LP_MOVES."""
-    actions = sum(len(order) for order in schedule_of(inputs).orders)
+    actions = num_actions(schedule_of(inputs))
     return max(LP_MOVES, LP_ACTION_BUDGET // max(1, actions))
 
 

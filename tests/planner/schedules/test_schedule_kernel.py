@@ -6,17 +6,22 @@ reported) are common, and from arbitrary floats so that rounding would show.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from array import array
 
 import pytest
 
+from planner.errors import SpecError
 from planner.schedules import Schedule, StageDurations, generate, kernel, simulate
+from planner.schedules.generators import check_generate_args, order_codes, order_codes_python
 from planner.schedules.inflight import peak_inflight
+from planner.schedules.ir import Action, ActionKind
 from planner.schedules.simulate import compiled_rows
 from planner.schedules.validate import KIND_INDEX
 from planner.search.paths import critical_path
+from planner.specs.base import ScheduleName
 
 CASES = [
     ("gpipe", 4, 1, 6),
@@ -149,3 +154,58 @@ def test_simulator_without_the_kernel_gives_the_same_result(
     monkeypatch.setattr(kernel, "_kernel", None)
     assert not kernel.available()
     assert (simulate(sched, d), critical_path(sched, d)) == fast
+
+
+def _grid() -> list[tuple[ScheduleName, int, int, int]]:
+    out: list[tuple[ScheduleName, int, int, int]] = []
+    for pp, m in itertools.product((1, 2, 3, 4, 5, 8), (1, 2, 3, 4, 6, 7, 8, 12, 16, 24)):
+        out += [("gpipe", pp, 1, m), ("1f1b", pp, 1, m), ("zbv", pp, 2, m)]
+        for name, vpp in (("zb-h1", 1), ("zb-h1", 2), ("interleaved-1f1b", 2)):
+            out.append((name, pp, vpp, m))
+        out += [("interleaved-1f1b", pp, 3, m), ("interleaved-1f1b", pp, 5, m)]
+    return [c for c in out if _valid(*c)]
+
+
+def _valid(name: ScheduleName, pp: int, vpp: int, m: int) -> bool:
+    try:
+        check_generate_args(name, pp=pp, vpp=vpp, num_microbatches=m)
+    except SpecError:
+        return False
+    return True
+
+
+def test_the_c_generator_writes_the_python_generators_orders() -> None:
+    """Every schedule on a grid of pp, vpp and m: the C loops' codes equal the Python
+    generators' (order_codes_python), action for action."""
+    grid = _grid()
+    assert len(grid) > 300
+    for name, pp, vpp, m in grid:
+        assert order_codes(name, pp, vpp, m) == order_codes_python(name, pp, vpp, m), (
+            name,
+            pp,
+            vpp,
+            m,
+        )
+
+
+def test_generated_orders_read_like_a_tuple_of_action_tuples() -> None:
+    sched = generate("interleaved-1f1b", pp=4, vpp=2, num_microbatches=8)
+    orders = sched.orders
+    codes, counts = order_codes_python("interleaved-1f1b", 4, 2, 8)
+    plain = tuple(
+        tuple(
+            Action(
+                codes[j],
+                (ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W)[codes[j + 1]],
+                codes[j + 2],
+            )
+            for j in range(3 * lo, 3 * hi, 3)
+        )
+        for lo, hi in itertools.pairwise(itertools.accumulate(counts, initial=0))
+    )
+    assert len(orders) == 4 and [len(o) for o in orders] == counts
+    assert orders == plain and plain == orders and hash(orders) == hash(plain)
+    assert orders[-1] == plain[3] and orders[1:3] == plain[1:3]
+    assert dataclasses.replace(sched, orders=plain) == sched
+    with pytest.raises(IndexError):
+        orders[4]

@@ -59,9 +59,16 @@ def _default_modes(
 
 
 def check_candidate(
-    request: PlanRequest, candidate: Candidate, *, source: CostSource | None = None
+    request: PlanRequest,
+    candidate: Candidate,
+    *,
+    source: CostSource | None = None,
+    fill_stages: bool = True,
 ) -> Candidate:
     """The candidate with stages (and per-layer recompute) filled in, checked in context.
+    `fill_stages=False`: a candidate without stages is returned as it is, checked (for
+    callers that never read its stages: planner.cost.partition_inputs; building one
+    StageSpec per stage was a third of its cost).
 
     Raises SpecError naming the field and its value when the candidate does not fit the request.
     """
@@ -117,6 +124,8 @@ def check_candidate(
         )
     if c.schedule == "zbv" and c.vpp != 2:
         raise SpecError("candidate.vpp", c.vpp, "schedule 'zbv' needs exactly 2 chunks per rank")
+    if c.stages is None and not fill_stages:
+        return c
     if c.stages is None:
         stages = tuple(
             StageSpec(layers=(lo, hi), recompute=_default_modes(src, lo, hi, c.recompute))

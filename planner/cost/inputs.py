@@ -26,6 +26,7 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -81,12 +82,14 @@ def build_inputs(
     source: CostSource | None = None,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     given_inflight: Callable[[int, int], int] | None = None,
+    fill_stages: bool = True,
 ) -> tuple[PartitionInputs, LayerTerms]:
     """PartitionInputs of the candidate and the terms they were built from. `given_inflight`
     (stage, rank) -> count replaces the schedule's peak in-flight counts (which generating the
-    schedule finds): for callers that only need a lower bound of them."""
+    schedule finds): for callers that only need a lower bound of them. `fill_stages=False`:
+    the terms' candidate keeps no default stages (check_candidate)."""
     src = source if source is not None else resolve_costs(request, efficiency=efficiency)
-    c = check_candidate(request, candidate, source=src)
+    c = check_candidate(request, candidate, source=src, fill_stages=fill_stages)
     cluster, training = request.cluster, request.training
     tp, pp, dp, sp = c.tp, c.pp, c.dp, c.sequence_parallel
     m = c.num_microbatches(training.global_batch_size)
@@ -162,24 +165,28 @@ def build_inputs(
         )
 
     # Layers of one kind share one LayerCost object (CostSource.layer_costs): their terms are
-    # computed once (a GPT's N blocks: one computation, not N).
-    memo: dict[tuple[int, bool, bool], _Row] = {}
-    for i, cost in enumerate(costs):
-        is_head = src.layers[i].kind == HEAD and i == n - 1
-        key = (id(cost), is_head, i == 0)
-        row = memo.get(key)
-        if row is None:
-            row = memo[key] = layer_terms(cost, is_head=is_head, first=i == 0)
-        f, bw, bw_wt, send, av, sb, sync, opt = row
-        fw.append(f)
-        bw_in.append(bw)
-        bw_w.append(bw_wt)
-        p2p.append(send)
-        act.append(av)
-        static.append(sb)
-        dps.append(sync)
-        opts.append(opt)
-        post.append(sync + opt)
+    # computed once per run of consecutive equal layers (a GPT's N blocks: one computation
+    # and one list extension, not N).
+    keys = [
+        (id(cost), src.layers[i].kind == HEAD and i == n - 1, i == 0)
+        for i, cost in enumerate(costs)
+    ]
+    start = 0
+    for key, run in itertools.groupby(keys):
+        count = len(list(run))
+        f, bw, bw_wt, send, av, sb, sync, opt = layer_terms(
+            costs[start], is_head=key[1], first=key[2]
+        )
+        start += count
+        fw += [f] * count
+        bw_in += [bw] * count
+        bw_w += [bw_wt] * count
+        p2p += [send] * count
+        act += [av] * count
+        static += [sb] * count
+        dps += [sync] * count
+        opts += [opt] * count
+        post += [sync + opt] * count
 
     boundary = max((p.output_bytes for p in costs[:-1]), default=0.0)
     full_act = boundary * tp if sp else boundary
@@ -235,6 +242,11 @@ def partition_inputs(
     and `given_inflight` (see build_inputs) to skip generating the schedule.
     """
     inputs, _ = build_inputs(
-        request, candidate, source=source, efficiency=efficiency, given_inflight=given_inflight
+        request,
+        candidate,
+        source=source,
+        efficiency=efficiency,
+        given_inflight=given_inflight,
+        fill_stages=False,
     )
     return inputs

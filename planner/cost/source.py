@@ -37,6 +37,7 @@ class CostSource:
         self.action_overhead = action_overhead
         self._kind_costs = kind_costs
         self._cache: dict[_Key, tuple[LayerCost, ...]] = {}
+        self._split: dict[_Key, bool] = {}
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -53,6 +54,22 @@ class CostSource:
             cached = tuple(by_kind[layer.kind] for layer in self.layers)
             self._cache[key] = cached
         return cached
+
+    def split_backward_differs(
+        self, *, micro_batch_size: int, tp: int, sequence_parallel: bool
+    ) -> bool:
+        """Whether some layer's split-backward (I, W) differ from its full backward's parts
+        at this point (LayerCost.split_costs: a measured profile's own); cached."""
+        key = (micro_batch_size, tp, sequence_parallel)
+        known = self._split.get(key)
+        if known is None:
+            costs = self.layer_costs(
+                micro_batch_size=micro_batch_size, tp=tp, sequence_parallel=sequence_parallel
+            )
+            distinct = {id(c): c for c in costs}.values()  # a kind's layers share one object
+            known = any(c.split_costs() != (c.bw_input_s, c.bw_weight_s) for c in distinct)
+            self._split[key] = known
+        return known
 
 
 def resolve_costs(

@@ -423,12 +423,11 @@ def _group_floors(
     # so the plain representative stands for it.
     plain = [c for c in members if c.schedule not in SPLIT_BACKWARD]
     first = members[0]
-    costs = src.layer_costs(
+    split = src.split_backward_differs(
         micro_batch_size=first.micro_batch_size,
         tp=first.tp,
         sequence_parallel=first.sequence_parallel,
     )
-    split = any(c.split_costs() != (c.bw_input_s, c.bw_weight_s) for c in costs)
     reps = [
         min(plain, key=lambda c: c.vpp) if plain else None,
         next((c for c in members if c.schedule == "zb-h1"), None) if split or not plain else None,

@@ -641,27 +641,29 @@ def _descend(
     """Hill climbing on the stage split (a heuristic, for a better incumbent and hint: the
     optimum often splits layers unevenly inside a rank, which no balanced split finds): move
     one boundary by one layer, re-pick the recompute modes for the cap (hints.repaired), keep
-    the best strict improvement; repeat. Returns the partitions it moved through."""
+    the best strict improvement; where none improves, the rank shifts (_rank_shifts: one
+    layer between adjacent chunks on many ranks at once); repeat. Returns the partitions it
+    moved through."""
     path: list[Scored] = []
     cur = start
     seen = {start.partition.bounds}
     for _ in range(rounds):
-        if time_left is not None and time_left() <= 0:
-            break
         step: Scored | None = None
-        moves = _neighbours(cur.partition) + _rank_shifts(cur.partition, inputs.stage_rank)
-        for near in moves:
-            if time_left is not None and time_left() <= 0:
-                break  # a round of a deep schedule takes ~0.1 s: the limit is checked per move
-            if near.bounds in seen:
-                continue
-            seen.add(near.bounds)
-            part = repaired(inputs, near.bounds, modes)
-            sc = Scored(part, score(inputs, part))
-            if sc.score.feasible and sc.score.step_time_s < (
-                step.score.step_time_s if step is not None else cur.score.step_time_s
-            ):
-                step = sc
+        for moves in (_neighbours, lambda p: _rank_shifts(p, inputs.stage_rank)):
+            for near in moves(cur.partition):
+                if time_left is not None and time_left() <= 0:
+                    return path  # a round of a deep schedule takes ~0.1 s: checked per move
+                if near.bounds in seen:
+                    continue
+                seen.add(near.bounds)
+                part = repaired(inputs, near.bounds, modes)
+                sc = Scored(part, score(inputs, part))
+                if sc.score.feasible and sc.score.step_time_s < (
+                    step.score.step_time_s if step is not None else cur.score.step_time_s
+                ):
+                    step = sc
+            if step is not None:
+                break
         if step is None:
             break
         cur = step

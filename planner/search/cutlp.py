@@ -137,6 +137,8 @@ class CutLP:
     def count_run(self, run: int) -> None:
         """Rows lo <= (layers of `run` on rank r) <= hi, one per rank, then one per stage,
         for branching on them (set_count_bounds); free until bounds are set."""
+        if self._counted == run and self._count_rows:
+            return  # the rows are in already (the probing phase, then branching)
         self._counted = run
         self._count_rows = []
         rank_of = self.inputs.stage_rank

@@ -35,7 +35,14 @@ from planner.search.bounds import (
     memory_floor_bytes,
     time_floor_s,
 )
-from planner.search.exact import REL_TOL, ConfigResult, Scored, improve_config, solve_config
+from planner.search.exact import (
+    REL_TOL,
+    ConfigResult,
+    Domains,
+    Scored,
+    improve_config,
+    solve_config,
+)
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
 from planner.search.model import StageSplit
@@ -61,6 +68,7 @@ class Entry:
     verdict: str = "pending"  # pending | dominated | solved | memory | pruned | timeout
     seeds: tuple[Scored, ...] = ()  # hints scored (and hill-climbed) by the improve pass
     known_paths: tuple[PathCut, ...] = ()  # path cuts of an earlier, unfinished solve
+    known_domains: Domains | None = None  # ... and the count domains it proved
     descended: bool = False  # the improve pass ran its hill climb to the end
 
 
@@ -182,6 +190,7 @@ def run_search(
                     )
                     if entry.result is not None and _unproven(entry):
                         entry.known_paths = tuple(entry.result.paths)
+                        entry.known_domains = entry.result.domains
                         entry.verdict, entry.result = "pending", None
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
         # First pass: each configuration gets at most CONFIG_SHARE of the limit, so that one
@@ -195,6 +204,8 @@ def run_search(
         for entry in capped:
             if elapsed() < limit:
                 known = tuple(entry.result.paths) if entry.result is not None else ()
+                if entry.result is not None:
+                    entry.known_domains = entry.result.domains
                 entry.verdict, entry.result = "pending", None
                 solver_s += _visit(
                     request, out, entry, split, num_layers, lambda: limit - elapsed(), known
@@ -333,6 +344,7 @@ def _visit(
             seed=request.search.seed,
             time_left=time_left,
             known_paths=known_paths or entry.known_paths,
+            known_domains=entry.known_domains,
             prove=prove,
         )
     entry.result, entry.verdict = res, "solved"

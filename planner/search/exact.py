@@ -39,7 +39,7 @@ from planner.cost.partition import PartitionInputs
 from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
 from planner.search.cutlp import MARGIN as LP_MARGIN
-from planner.search.cutlp import CutLP, integer_solver_available, rounded_bounds
+from planner.search.cutlp import CutLP, LpPoint, integer_solver_available, rounded_bounds
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit, layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
@@ -64,6 +64,11 @@ LP_ACTION_BUDGET = 200_000  # ... or as many as keep (moves x schedule actions) 
 BRANCH_SOLVES = 120  # LP solves, at most, in the branch phase (_branch_phase)
 BRANCH_ROUNDS = 3  # cutting-plane rounds per branch node before it branches
 BRANCH_SHARE = 0.3  # of a configuration's time left, at most, for the branch phase
+PROBE_SOLVES = 400  # LP solves, at most, in the probing phase (_probe_phase)
+PROBE_SHARE = 0.3  # of a configuration's time left, at most, for the probing phase
+
+# (lo, hi) of the largest run's layers per pipeline rank, then per stage
+Domains = tuple[tuple[int, int], ...]
 
 ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
 
@@ -86,6 +91,7 @@ class ConfigResult:
     solver_wall_s: float = 0.0
     evaluated: list[Scored] = field(default_factory=list)
     paths: list[PathCut] = field(default_factory=list)  # every path cut it collected
+    domains: Domains | None = None  # count domains that hold every better partition
 
 
 def horizon_s(inputs: PartitionInputs) -> float:
@@ -116,6 +122,7 @@ def solve_config(
     scored_hints: tuple[Scored, ...] = (),
     descend: bool = True,
     prove: bool = True,
+    known_domains: Domains | None = None,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably.
     `prove=False`: the LP's cutting planes and branching only, no integer program and no
@@ -124,7 +131,8 @@ def solve_config(
     `known_paths`: path cuts of this configuration found before (an earlier, capped call's
     `paths`), added to the seeds: every path is a valid cut for every partition.
     `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
-    run too, see improve_config)."""
+    run too, see improve_config). `known_domains`: an earlier call's `domains` (valid
+    against any bound at or below the one they were proven for)."""
     sched = schedule_of(inputs)
     result = ConfigResult(status="UNKNOWN", best=None)
     seeds = seed_cuts(sched)
@@ -140,6 +148,7 @@ def solve_config(
     # The CP-SAT model is built when first needed (most configurations are settled by a
     # floor before it), with every path cut collected so far.
     model: PartitionModel | None = None
+    result.domains = known_domains
 
     def cp_model() -> PartitionModel:
         nonlocal model
@@ -149,6 +158,8 @@ def solve_config(
             )
             for cut in seeds:
                 model.add_path_cut(cut)
+            if result.domains is not None:
+                model.add_count_bounds(_counted_run(inputs), result.domains)
         return model
 
     def consider(part: Partition, known: Scored | None = None) -> Scored:
@@ -200,18 +211,19 @@ def solve_config(
                 time_left,
                 result,
                 solve_s=solve_s,
+                domains=result.domains,
             )
         )
 
     def lp_settles() -> bool:
-        return lp is not None and (
-            _lp_phase(lp, seeds, lambda: _bound(bound_s, result.best), consider, time_left, rounds)
-            or (
-                split == "any"
-                and _branch_phase(
-                    lp, seeds, lambda: _bound(bound_s, result.best), consider, time_left, result
-                )
-            )
+        limit = lambda: _bound(bound_s, result.best)  # noqa: E731
+        if lp is None or _lp_phase(lp, seeds, limit, consider, time_left, rounds):
+            return lp is not None
+        if split != "any":
+            return False
+        closed, result.domains = _probe_phase(lp, limit, time_left, result, result.domains)
+        return closed or _branch_phase(
+            lp, seeds, limit, consider, time_left, result, root=result.domains
         )
 
     ip_first = inputs.num_layers < IP_FIRST_LAYERS * inputs.num_stages
@@ -296,6 +308,7 @@ def _ip_phase(
     result: ConfigResult | None = None,
     rounds: int = IP_ROUNDS,
     solve_s: float = IP_SOLVE_S,
+    domains: Domains | None = None,
 ) -> bool:
     """Cutting planes on the *integer* program (planner.search.cutlp.CutLP(integer=True),
     SCIP): the LP's rows over whole layer counts, every real partition a feasible point. Asks
@@ -314,6 +327,9 @@ def _ip_phase(
     ip = CutLP(inputs, modes, integer=True)
     for cut in seeds:
         ip.add_cut(cut)
+    if domains is not None:  # the probing phase's (every better partition lies inside)
+        ip.count_run(_counted_run(inputs))
+        ip.set_count_bounds(domains)
     moves = _moves(inputs)
     # at most IP_SHARE of what is left: the LP phase and CP-SAT (which prove the cases it
     # does not, e.g. 145.6B's winner) get the rest
@@ -403,6 +419,7 @@ def _branch_phase(
     consider: Callable[[Partition], Scored],
     time_left: Callable[[], float] | None = None,
     result: ConfigResult | None = None,
+    root: Domains | None = None,
 ) -> bool:
     """Branch and bound on how many layers of the largest run (a GPT's blocks) each pipeline
     rank holds, then each stage, with the cut LP at every node. True if every node's LP floor
@@ -423,15 +440,14 @@ def _branch_phase(
     decides) when every count is whole, after BRANCH_SOLVES LP solves or when the time is
     up."""
     inputs, modes = lp.inputs, lp.modes
-    runs = layer_runs(inputs)
-    g = max(range(len(runs)), key=lambda k: runs[k].count)
-    total, pp, n = runs[g].count, inputs.pp, inputs.num_layers
+    g = _counted_run(inputs)
+    total, pp, n = layer_runs(inputs)[g].count, inputs.pp, inputs.num_layers
     if pp < 2:
         return False
     lp.count_run(g)
     time_left = _share(time_left, BRANCH_SHARE) if time_left is not None else None
     free = tuple((0, total) for _ in range(pp + inputs.num_stages))
-    stack = [free]
+    stack = [root if root is not None else free]  # root: the probing phase's domains
     solves = 0
     try:
         while stack:
@@ -467,6 +483,98 @@ def _branch_phase(
         lp.set_count_bounds(free)
         if result is not None:
             result.solver_calls += solves
+
+
+def _counted_run(inputs: PartitionInputs) -> int:
+    """The run whose per-rank and per-stage counts are probed and branched on: the largest
+    (a GPT's blocks)."""
+    runs = layer_runs(inputs)
+    return max(range(len(runs)), key=lambda k: runs[k].count)
+
+
+def _probe_phase(
+    lp: CutLP,
+    limit: Callable[[], float | None],
+    time_left: Callable[[], float] | None = None,
+    result: ConfigResult | None = None,
+    start: Domains | None = None,
+) -> tuple[bool, Domains | None]:
+    """Probing on the counted run's layers per rank and per stage (the rows of
+    _branch_phase), with the cut LP: for each count k at the LP point's value c_k, the LP
+    with count_k >= floor(c_k) + 1 and with count_k <= ceil(c_k) - 1; a side whose LP floor
+    reaches the bound holds no better partition, so the domain of k shrinks to the other
+    side. Repeated while a domain shrinks (each shrink moves the LP point). Returns (True,
+    _) if the whole domain closes (nothing beats the bound), else (False, the domains, None
+    if none shrank); every better partition lies inside them, whatever bound at or below
+    this one is asked later.
+
+    Why: the branching's cover splits a node into one child per rank, and its tree grows
+    with pp; probing shrinks every domain at once and keeps what it learns. 145.6B's winner
+    (tp = 4 pp = 8 zbv, LP 0.995 of the optimum): every rank's count and 14 of 16 stage
+    counts fixed in 140 solves (0.5 s), the LP 0.9998 inside them, and CP-SAT given those
+    domains refutes a better partition in 0.01 s instead of 1.3 s."""
+    inputs = lp.inputs
+    if inputs.pp < 2:
+        return False, start
+    g = _counted_run(inputs)
+    total = layer_runs(inputs)[g].count
+    lp.count_run(g)
+    free: Domains = tuple((0, total) for _ in range(inputs.pp + inputs.num_stages))
+    dom = list(start if start is not None else free)
+    time_left = _share(time_left, PROBE_SHARE) if time_left is not None else None
+    solves = 0
+
+    def closes(domains: list[tuple[int, int]], bound: float) -> tuple[bool, LpPoint | None]:
+        nonlocal solves
+        lp.set_count_bounds(tuple(domains))
+        point = lp.solve()
+        solves += 1
+        if point is None:
+            return False, None
+        return point.value_s >= bound * (1 + LP_MARGIN), point  # an infeasible LP: inf
+
+    def spent() -> bool:
+        return solves >= PROBE_SOLVES or (time_left is not None and time_left() <= 0)
+
+    try:
+        while not spent():
+            bound = limit()
+            if bound is None:
+                break
+            shut, point = closes(dom, bound)
+            if shut:
+                return True, tuple(dom)
+            if point is None:
+                break
+            values = (*point.rank_counts, *point.run_stage_counts)
+            shrunk = False
+            for k, c in enumerate(values):
+                lo, hi = dom[k]
+                up = min(hi, max(lo, math.floor(c + 1e-9))) + 1  # count_k >= up closes?
+                if (
+                    up <= hi
+                    and not spent()
+                    and closes([*dom[:k], (up, hi), *dom[k + 1 :]], bound)[0]
+                ):
+                    dom[k] = lo, hi = (lo, up - 1)
+                    shrunk = True
+                down = max(lo, min(hi, math.ceil(c - 1e-9))) - 1  # count_k <= down closes?
+                if (
+                    down >= lo
+                    and not spent()
+                    and closes([*dom[:k], (lo, down), *dom[k + 1 :]], bound)[0]
+                ):
+                    dom[k] = (down + 1, hi)
+                    shrunk = True
+                if dom[k][0] > dom[k][1]:
+                    return True, tuple(dom)  # both sides closed: nothing better anywhere
+            if not shrunk:
+                break
+    finally:
+        lp.set_count_bounds(free)
+        if result is not None:
+            result.solver_calls += solves
+    return False, (tuple(dom) if tuple(dom) != free else start)
 
 
 def _children(

@@ -330,6 +330,25 @@ class PartitionModel:
                 values[key] = sum(1 for i in layers if MODE_INDEX[part.modes[i]] == k)
         return values
 
+    def add_count_bounds(self, run: int, domains: tuple[tuple[int, int], ...]) -> None:
+        """lo <= (layers of `run` on rank r) <= hi per rank, then per stage: the domains the
+        probing phase proved hold every better partition (planner.search.exact._probe_phase).
+        Valid constraints (they cut off nothing that could win); they make CP-SAT's search
+        much smaller (145.6B's winner: refuted in 0.01 s instead of 1.3 s)."""
+        inp = self.inputs
+        groups = [
+            [s for s in range(inp.num_stages) if inp.stage_rank[s] == r] for r in range(inp.pp)
+        ]
+        groups += [[s] for s in range(inp.num_stages)]
+        for stages, (lo, hi) in zip(groups, domains, strict=True):
+            ys = [self._exprs[("y", run, s, 0)] for s in stages if ("y", run, s, 0) in self._exprs]
+            if ys:
+                total = sum(ys)
+                self.model.add(total >= lo)
+                self.model.add(total <= hi)
+            elif lo > 0:
+                self.model.add_bool_or([])  # no layer of the run can be here: nothing fits
+
     def add_hint(self, part: Partition) -> None:
         self.model.clear_hints()  # type: ignore[no-untyped-call]
         for s in range(1, self.inputs.num_stages):

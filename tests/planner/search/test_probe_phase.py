@@ -1,0 +1,74 @@
+"""The probing phase (planner.search.exact._probe_phase): count domains proven with the cut
+LP. The exhaustive optimum must lie inside the domains returned for any bound it beats, and
+"closed" only where nothing beats the bound; solve_config (probing, then CP-SAT given the
+domains) finds the exhaustive optimum."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from planner.cost import PartitionInputs
+from planner.search.cutlp import CutLP
+from planner.search.exact import Domains, _counted_run, _probe_phase, solve_config
+from planner.search.exhaustive import exhaustive_config
+from planner.search.model import layer_runs
+from planner.search.partition import Partition
+from planner.specs.base import RecomputeMode
+from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
+from tests.planner.search.test_recompute_curve import three_mode_inputs
+
+THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
+
+
+def _counts(inputs: PartitionInputs, part: Partition) -> list[int]:
+    """Per rank, then per stage: the counted run's layers (what the domains bound)."""
+    run = layer_runs(inputs)[_counted_run(inputs)]
+    inside = range(run.first, run.first + run.count)
+    stage = [sum(1 for i in part.stage_layers(s) if i in inside) for s in range(part.num_stages)]
+    rank = [0] * inputs.pp
+    for s, c in enumerate(stage):
+        rank[inputs.stage_rank[s]] += c
+    return rank + stage
+
+
+def _inside(counts: list[int], domains: Domains) -> bool:
+    return all(lo <= c <= hi for c, (lo, hi) in zip(counts, domains, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_probing_keeps_every_better_partition_inside_its_domains(seed: int) -> None:
+    rng = random.Random(21_000 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    make = gpt_inputs if seed % 2 else three_mode_inputs
+    inputs = make(rng, schedule, vpp)
+    if inputs.pp < 2:
+        return
+    oracle = exhaustive_config(inputs, modes=THREE)
+    if oracle.best is None:
+        return
+    step = oracle.best.score.step_time_s
+    cuts = path_cuts(inputs, rng, random_partitions=3)
+    for bound in (step * 1.02, step * 1.001, step * (1 - 1e-4)):
+        lp = CutLP(inputs, THREE)
+        for cut in cuts:
+            lp.add_cut(cut)
+        closed, domains = _probe_phase(lp, lambda b=bound: b)  # type: ignore[misc]
+        if step >= bound:
+            continue  # nothing to keep: closing is right, any domains are
+        assert not closed, "closed, yet the optimum beats the bound"
+        if domains is not None:
+            assert _inside(_counts(inputs, oracle.best.partition), domains)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_solve_config_with_probing_finds_the_exhaustive_optimum(seed: int) -> None:
+    rng = random.Random(22_000 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = gpt_inputs(rng, schedule, vpp) if seed % 2 else three_mode_inputs(rng, schedule, vpp)
+    oracle = exhaustive_config(inputs, modes=THREE).best
+    got = solve_config(inputs, modes=THREE, workers=1).best
+    assert (oracle is None) == (got is None)
+    if oracle is not None and got is not None:
+        assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)

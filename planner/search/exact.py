@@ -52,7 +52,7 @@ from planner.specs.base import RecomputeMode
 # time: 158 solves for 7.5B's pp=2 zbv at 1e-10 with 2^30 units, 3 now. The exactness bench
 # compares step times at a relative 1e-9.
 REL_TOL = 5e-10
-LP_ROUNDS = 40  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
+LP_ROUNDS = 10  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
 IP_ROUNDS = 40  # cutting-plane rounds on the integer program (_ip_phase)
 IP_SOLVE_S = 0.25  # at most this per SCIP solve; past it CP-SAT decides
 IP_SECOND_PASS = 4  # x IP_SOLVE_S per solve in a configuration's second, uncapped pass

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -82,29 +83,51 @@ def min_memory(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Par
 def repaired(
     inputs: PartitionInputs, bounds: tuple[int, ...], modes: tuple[RecomputeMode, ...]
 ) -> Partition:
-    """Fastest modes first, then trade time for memory on the ranks over the cap: while the
-    fullest rank (the first of equals) is over, step the layer of that rank with the most bytes
-    saved per second added (the first of equals) to its next mode.
-
-    Each rank's bytes are summed over its layers in layer order, and only the rank that
-    changed is summed again: the same floats as summing every rank every step, at a fraction
-    of the cost (the search calls this for every neighbour it simulates); each rank keeps its
-    layers' next steps in a heap (ratio, then layer index: the same choice as a scan)."""
-    order = sorted(modes, key=lambda m: MODE_INDEX[m])  # none, selective, full
-    ks = [MODE_INDEX[m] for m in order]
+    """Fastest modes first, then trade time for memory on each rank over the cap: while the
+    rank is over, step its layer with the most bytes saved per second added (the first of
+    equals) to its next mode (_rank_modes). Ranks do not share memory, so each is repaired on
+    its own and remembered per (stages, layers) it holds: the hill climb's and cutting
+    planes' neighbours change two ranks, the others come from the cache. (Where a rank
+    cannot fit, the partition is infeasible whatever the other ranks choose.)"""
+    order = tuple(sorted(modes, key=lambda m: MODE_INDEX[m]))  # none, selective, full
     current = [0] * inputs.num_layers  # index into `order`
-    stage_of = [0] * inputs.num_layers
-    layers_of: list[list[int]] = [[] for _ in range(inputs.pp)]
+    spans: list[list[tuple[int, int, int]]] = [[] for _ in range(inputs.pp)]
     for s in range(inputs.num_stages):
-        for i in range(bounds[s], bounds[s + 1]):
-            stage_of[i] = s
-    for i in range(inputs.num_layers):
-        layers_of[inputs.stage_rank[stage_of[i]]].append(i)
+        spans[inputs.stage_rank[s]].append((s, bounds[s], bounds[s + 1]))
+    memo = _REPAIRS.get(id(inputs))
+    if memo is None:
+        memo = _REPAIRS[id(inputs)] = {}
+        weakref.finalize(inputs, _REPAIRS.pop, id(inputs), None)
+    for r in range(inputs.pp):
+        key = (order, tuple(spans[r]))
+        choice = memo.get(key)
+        if choice is None:
+            choice = memo[key] = _rank_modes(inputs, order, spans[r])
+        for i, c in choice:
+            current[i] = c
+    return Partition(bounds, tuple(order[c] for c in current))
+
+
+# per PartitionInputs (by id, dropped with it): (modes, a rank's stage spans) -> its choice
+_REPAIRS: dict[int, dict[tuple[object, ...], tuple[tuple[int, int], ...]]] = {}
+
+
+def _rank_modes(
+    inputs: PartitionInputs, order: tuple[RecomputeMode, ...], spans: list[tuple[int, int, int]]
+) -> tuple[tuple[int, int], ...]:
+    """One rank's repair (see repaired): (layer, index into `order`) for the layers that do
+    not stay in the fastest mode. The rank's bytes are summed over its layers in layer
+    order and its layers' next steps kept in a heap (ratio, then layer index: the same
+    choice as a scan)."""
+    ks = [MODE_INDEX[m] for m in order]
+    stage_of = {i: s for s, lo, hi in spans for i in range(lo, hi)}
+    layers = sorted(stage_of)
+    current = dict.fromkeys(layers, 0)
     static, act, inflight = inputs.static_bytes, inputs.activation_bytes, inputs.inflight
 
-    def rank_bytes(r: int) -> float:
+    def rank_bytes() -> float:
         mem = inputs.fixed_bytes
-        for i in layers_of[r]:
+        for i in layers:
             mem += static[i] + inflight[stage_of[i]] * act[i][ks[current[i]]]
         return mem
 
@@ -120,22 +143,17 @@ def repaired(
         cost = inputs.bw_input_s[i][k1] - inputs.bw_input_s[i][k0]
         return (-(saved / max(cost, 1e-15)), i)
 
-    # per rank, a heap of its layers' next steps: the best ratio first, then the lowest layer
-    heaps = [[st for i in layers_of[r] if (st := step(i)) is not None] for r in range(inputs.pp)]
-    for heap in heaps:
-        heapq.heapify(heap)
-    mem = [rank_bytes(r) for r in range(inputs.pp)]
-    for _ in range(inputs.num_layers * len(order)):
-        worst = max(range(inputs.pp), key=mem.__getitem__)
-        if mem[worst] <= inputs.cap_bytes or not heaps[worst]:
-            break
-        _, best_i = heapq.heappop(heaps[worst])
+    heap = [st for i in layers if (st := step(i)) is not None]
+    heapq.heapify(heap)
+    mem = rank_bytes()
+    while mem > inputs.cap_bytes and heap:
+        _, best_i = heapq.heappop(heap)
         current[best_i] += 1
         nxt = step(best_i)
         if nxt is not None:
-            heapq.heappush(heaps[worst], nxt)
-        mem[worst] = rank_bytes(worst)
-    return Partition(bounds, tuple(order[c] for c in current))
+            heapq.heappush(heap, nxt)
+        mem = rank_bytes()
+    return tuple((i, c) for i, c in current.items() if c)
 
 
 def hint_partitions(

@@ -33,24 +33,21 @@ from planner.search.paths import PathCut
 
 def memory_floor_bytes(inputs: PartitionInputs) -> float:
     static = sum(inputs.static_bytes)
-    act = sum(min(a) for a in inputs.activation_bytes)
+    act = sum(map(min, inputs.activation_bytes))
     avg = inputs.fixed_bytes + (static + min(inputs.inflight) * act) / inputs.pp
     return max(avg, inputs.fixed_bytes + max(inputs.static_bytes))
 
 
 def work_s(inputs: PartitionInputs) -> float:
     """One micro-batch through every layer, forward and backward, cheapest recompute."""
-    return sum(
-        f + min(bi) + w
-        for f, bi, w in zip(inputs.fw_s, inputs.bw_input_s, inputs.bw_weight_s, strict=True)
-    )
+    return sum(inputs.fw_s) + sum(map(min, inputs.bw_input_s)) + sum(inputs.bw_weight_s)
 
 
 def chain_s(inputs: PartitionInputs) -> float:
     """Micro-batch 0's forward through every layer and its input-gradient backward back: a
     dependency chain of every schedule (the weight-gradient part may run off the chain in the
     zero-bubble schedules, so it is left out)."""
-    return sum(f + min(bi) for f, bi in zip(inputs.fw_s, inputs.bw_input_s, strict=True))
+    return sum(inputs.fw_s) + sum(map(min, inputs.bw_input_s))
 
 
 def time_floor_s(inputs: PartitionInputs) -> float:
@@ -108,6 +105,17 @@ def integer_rank_floors_s(
     return busy, post
 
 
+def _same_middle(inputs: PartitionInputs, fields: tuple[str, ...]) -> bool:
+    """Every layer between the first and the last has layer 1's value in each field (a
+    tuple count: C speed, the sweep checks hundreds of configurations)."""
+    n = inputs.num_layers - 2
+    for name in fields:
+        values = getattr(inputs, name)
+        if values[1:-1].count(values[1]) != n:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class _Whole:
     a: float  # fw + cheapest bw of one middle layer
@@ -130,8 +138,12 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     def sig(i: int) -> tuple[float, float, float, float]:
         return (inputs.fw_s[i], min(inputs.bw_input_s[i]), inputs.bw_weight_s[i], inputs.post_s[i])
 
-    if any(sig(i) != sig(1) for i in mid):
+    if not _same_middle(inputs, ("fw_s", "bw_weight_s", "post_s")):
         return None
+    if not _same_middle(inputs, ("bw_input_s",)):  # equal triples, or at least equal minima
+        cheapest = min(inputs.bw_input_s[1])
+        if any(min(inputs.bw_input_s[i]) != cheapest for i in mid):
+            return None
     f, bi, w, p = sig(1)
     e, q = [0.0] * pp, [0.0] * pp
     ends = ((0, 0), (n_layers - 1, n_st - 1))
@@ -149,11 +161,7 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
         return None
     xs = range(free + 1)
     extra: list[Sequence[float]] = [[0.0] * len(xs) for _ in range(pp)]
-    same_bytes = all(
-        (inputs.bw_input_s[i], inputs.activation_bytes[i], inputs.static_bytes[i])
-        == (inputs.bw_input_s[1], inputs.activation_bytes[1], inputs.static_bytes[1])
-        for i in mid
-    )
+    same_bytes = _same_middle(inputs, ("bw_input_s", "activation_bytes", "static_bytes"))
     if per_stage and same_bytes:
         for r in range(pp):
             extra[r] = _recompute_curve(inputs, r, lo[r], free)
@@ -367,7 +375,7 @@ def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
     """Valid for every schedule and vpp of the same (tp, pp, dp, mbs, ZeRO, sp): each stage
     holds at least one micro-batch's activations."""
     static = sum(inputs.static_bytes)
-    act = sum(min(a) for a in inputs.activation_bytes)
+    act = sum(map(min, inputs.activation_bytes))
     return inputs.fixed_bytes + (static + act) / inputs.pp
 
 

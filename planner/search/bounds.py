@@ -23,7 +23,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import overload
 
@@ -163,20 +163,65 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     extra: list[Sequence[float]] = [[0.0] * len(xs) for _ in range(pp)]
     same_bytes = _same_middle(inputs, ("bw_input_s", "activation_bytes", "static_bytes"))
     if per_stage and same_bytes:
-        for r in range(pp):
-            extra[r] = _recompute_curve(inputs, r, lo[r], free)
+        extra = list(_recompute_curves(inputs, inputs.inflight, lo, free))
     elif same_bytes:  # group floor: the in-flight counts every schedule of the group reaches
-        least = replace(inputs, inflight=group_inflight(inputs))
-        for r in range(pp):
-            extra[r] = _recompute_curve(least, r, 0, free)
+        extra = list(_recompute_curves(inputs, group_inflight(inputs), [0] * pp, free))
     return _Whole(f + bi + w, p, e, q, lo, free, xs, extra)
 
 
-def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> _Curve:
+def _recompute_curves(
+    inputs: PartitionInputs, inflight: tuple[int, ...], lo: list[int], free: int
+) -> list[_Curve]:
+    """_recompute_curve of every rank r (with lo[r]) at these in-flight counts, the parts
+    they share computed once."""
+    n_st = inputs.num_stages
+    stages: list[list[int]] = [[] for _ in range(inputs.pp)]
+    for s, r in enumerate(inputs.stage_rank):
+        stages[r].append(s)
+    bw, act = inputs.bw_input_s[1], inputs.activation_bytes[1]
+    ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
+    base = min(ks, key=lambda k: (bw[k], act[k]))
+    options = _mode_options(
+        tuple((act[base] - act[k], bw[k] - bw[base]) for k in ks if act[k] < act[base])
+    )
+    ends = [0.0] * inputs.pp  # the first / last layer's bytes on their ranks
+    for layer, s in ((0, 0), (inputs.num_layers - 1, n_st - 1)):
+        a = min(inputs.activation_bytes[layer])
+        ends[inputs.stage_rank[s]] += inputs.static_bytes[layer] + inflight[s] * a
+    room = inputs.cap_bytes - inputs.fixed_bytes
+    static = inputs.static_bytes[1]
+    return [
+        _recompute_curve(
+            [inflight[s] for s in stages[r] if s not in (0, n_st - 1)],
+            min(inflight[s] for s in stages[r]),
+            room - ends[r],
+            static,
+            act[base],
+            options,
+            lo[r],
+            free,
+        )
+        for r in range(inputs.pp)
+    ]
+
+
+def _recompute_curve(
+    held: list[int],
+    least: int,
+    room: float,
+    static: float,
+    act_base: float,
+    options: tuple[tuple[float, float], ...],
+    lo: int,
+    free: int,
+) -> _Curve:
     """For x = 0 .. free: the least extra input-grad backward time (one micro-batch) over
-    whole-layer recompute choices that let lo + x middle layers fit rank `rank` (inf if none
+    whole-layer recompute choices that let lo + x middle layers fit a rank (inf if none
     does) in
-        fixed + ends + sum_l (static + I_l act(mode_l)) <= cap.
+        fixed + ends + sum_l (static + I_l act(mode_l)) <= cap,
+    `held`: the in-flight counts of the rank's stages but stage 0 / S - 1, `least` the least
+    of all its stages', `room` = cap - fixed - ends, `act_base` a middle layer's bytes in its
+    fastest mode, `options` the other modes (_mode_options).
     Each stage of the rank but stage 0 / S - 1 holds one middle layer at its own in-flight
     count I_s; the other middle layers are put at the rank's least I (moving a layer there
     never grows its bytes in any mode, so this only makes the rank look smaller); ends are the
@@ -184,27 +229,11 @@ def _recompute_curve(inputs: PartitionInputs, rank: int, lo: int, free: int) -> 
     over whole layers by _integer_curve (it replaced an LP relaxation, which let a fraction of
     a layer recompute: up to one layer's full recompute, 1-2 % of a memory-bound step, below
     the optimum)."""
-    n_st = inputs.num_stages
-    stages = [s for s, r in enumerate(inputs.stage_rank) if r == rank]
-    fixed_stages = [s for s in stages if s not in (0, n_st - 1)]
-    room = inputs.cap_bytes - inputs.fixed_bytes
-    for layer, s in ((0, 0), (inputs.num_layers - 1, n_st - 1)):
-        if inputs.stage_rank[s] == rank:
-            room -= inputs.static_bytes[layer] + inputs.inflight[s] * min(
-                inputs.activation_bytes[layer]
-            )
-    bw, act = inputs.bw_input_s[1], inputs.activation_bytes[1]
-    ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
-    base = min(ks, key=lambda k: (bw[k], act[k]))
-    least = min(inputs.inflight[s] for s in stages)
     # groups: (in-flight count, layers); the last one (the free layers) grows with x
-    groups = [(inputs.inflight[s], 1) for s in fixed_stages[:lo]]
+    groups = [(i, 1) for i in held[:lo]]
     extra_layers = lo - len(groups)  # lo beyond the stages (does not happen: lo = stages)
-    need0 = sum(n * (inputs.static_bytes[1] + i * act[base]) for i, n in groups) - room
-    per_free = inputs.static_bytes[1] + least * act[base]
-    options = _mode_options(
-        tuple((act[base] - act[k], bw[k] - bw[base]) for k in ks if act[k] < act[base])
-    )
+    need0 = sum(n * (static + i * act_base) for i, n in groups) - room
+    per_free = static + least * act_base
     fixed = tuple(sorted((i for i, n in groups for _ in range(n)), reverse=True))
     return _integer_curve(need0, per_free, fixed, least, options, free + extra_layers, extra_layers)
 

@@ -100,8 +100,15 @@ def integer_rank_floors_s(
         return lambda x: wl.q[r] + wl.p * (wl.lo[r] + x)
 
     size = len(wl.xs)
-    busy = _water_fill([_Lazy(busy_at(r), size) for r in range(inputs.pp)], wl.free)
-    post = _water_fill([_Lazy(post_at(r), size) for r in range(inputs.pp)], wl.free)
+    # lower envelopes base_r + slope * x of the levels (the recompute curve is >= 0)
+    busy_base = [fill[r] + m * (wl.e[r] + wl.a * wl.lo[r]) for r in range(inputs.pp)]
+    post_base = [wl.q[r] + wl.p * wl.lo[r] for r in range(inputs.pp)]
+    busy = _water_fill(
+        [_Lazy(busy_at(r), size) for r in range(inputs.pp)], wl.free, (busy_base, m * wl.a)
+    )
+    post = _water_fill(
+        [_Lazy(post_at(r), size) for r in range(inputs.pp)], wl.free, (post_base, wl.p)
+    )
     return busy, post
 
 
@@ -351,18 +358,60 @@ def _least_recompute(
     return best
 
 
-def _water_fill(levels: Sequence[Sequence[float]], total: int) -> float:
+def _water_fill(
+    levels: Sequence[Sequence[float]],
+    total: int,
+    envelope: tuple[list[float], float] | None = None,
+) -> float:
     """min over integer x >= 0, sum x = total, of max_r levels[r][x_r] (each nondecreasing):
-    the `total` smallest steps of the merged sequences, taken greedily."""
+    the `total` smallest steps of the merged sequences, taken greedily.
+
+    `envelope` (base_r, slope), with levels[r][x] >= base_r + slope * x, starts the greedy
+    part way: below a threshold T whose envelope counts sum to at most `total`, every step
+    (level <= T) is among the `total` smallest, so each rank starts at its count of them
+    (binary search on its levels) and the heap takes the rest. The result is the same: it
+    is max(the total-th smallest step, the largest levels[r][0]), whichever steps of equal
+    value are taken. Used where ranks take 8 steps or more on average (39.1B's group
+    floors: 0.50 -> 0.39 s; with fewer, the binary searches cost what they save)."""
     x = [0] * len(levels)
-    heap = [(lv[1], r) for r, lv in enumerate(levels) if len(lv) > 1]
+    if envelope is not None and envelope[1] > 0 and total >= 8 * len(levels):
+        x = _warm_start(levels, total, *envelope)
+    heap = [(lv[x[r] + 1], r) for r, lv in enumerate(levels) if x[r] + 1 < len(lv)]
     heapq.heapify(heap)  # ties go to the lowest rank, as a scan in rank order would
-    for _ in range(total):
+    for _ in range(total - sum(x)):
         _, r = heapq.heappop(heap)
         x[r] += 1
         if x[r] + 1 < len(levels[r]):
             heapq.heappush(heap, (levels[r][x[r] + 1], r))
     return max(levels[r][x[r]] for r in range(len(levels)))
+
+
+def _warm_start(
+    levels: Sequence[Sequence[float]], total: int, base: list[float], slope: float
+) -> list[int]:
+    """Per rank, how many of its steps are <= T (see _water_fill), T such that they number
+    at most `total`; all zeros if rounding leaves too many."""
+    pp = len(levels)
+    threshold = (slope * total + sum(base)) / pp - 2 * slope
+    for _ in range(2 * pp + 4):  # the envelope count with clamping can exceed the estimate
+        if sum(max(0, math.floor((threshold - b) / slope)) for b in base) <= total:
+            break
+        threshold -= slope
+    counts = []
+    for r, lv in enumerate(levels):
+        # past the envelope's count every level is above the threshold (+2: rounding)
+        top = min(len(lv) - 1, max(0, math.floor((threshold - base[r]) / slope)) + 2)
+        lo, hi = 0, top  # the largest x in [0, top] with x == 0 or lv[x] <= threshold
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if lv[mid] <= threshold:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo == top and top + 1 < len(lv) and lv[top + 1] <= threshold:
+            return [0] * pp  # the envelope was off: the plain greedy
+        counts.append(lo)
+    return counts if sum(counts) <= total else [0] * pp
 
 
 def group_inflight(inputs: PartitionInputs) -> tuple[int, ...]:

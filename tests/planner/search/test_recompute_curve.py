@@ -14,6 +14,7 @@ from planner.search.bounds import (
     _integer_curve,
     _least_recompute,
     _mode_options,
+    _water_fill,
     cut_floor_s,
     integer_rank_floors_s,
     time_floor_s,
@@ -115,3 +116,25 @@ def test_three_mode_floors_never_exceed_the_optimum(seed: int) -> None:
     assert time_floor_s(inputs) <= step * (1 + 1e-12)
     floor = cut_floor_s(inputs, path_cuts(inputs, scores=(best.score,)))
     assert floor is not None and floor <= step * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_water_filling_from_a_warm_start_gives_the_plain_greedys_value(seed: int) -> None:
+    """bounds._water_fill with an envelope (levels >= base + slope x) starts each rank at its
+    steps below a threshold: the same value as the greedy from zero, ties and all."""
+    rng = random.Random(9100 + seed)
+    pp = rng.randint(1, 6)
+    size = rng.randint(1, 40)
+    slope = rng.choice([0.5, 1.0, 2.0])
+    base = [float(rng.randint(0, 20)) for _ in range(pp)]
+    levels = []
+    for r in range(pp):
+        extra, values = 0.0, []
+        for x in range(size):
+            extra += rng.choice([0.0, 0.0, 0.0, slope, rng.uniform(0, 3)])  # ties are common
+            values.append(base[r] + slope * x + extra)
+        levels.append(values)
+    total = rng.randint(0, pp * (size - 1))
+    plain = _water_fill(levels, total)
+    assert _water_fill(levels, total, (base, slope)) == plain
+    assert _water_fill(levels, total, ([b - 1.0 for b in base], slope)) == plain  # loose

@@ -145,14 +145,20 @@ def _rank_modes(
 
     heap = [st for i in layers if (st := step(i)) is not None]
     heapq.heapify(heap)
+    cap = inputs.cap_bytes
     mem = rank_bytes()
-    while mem > inputs.cap_bytes and heap:
+    while mem > cap and heap:
         _, best_i = heapq.heappop(heap)
+        k0 = ks[current[best_i]]
         current[best_i] += 1
         nxt = step(best_i)
         if nxt is not None:
             heapq.heappush(heap, nxt)
-        mem = rank_bytes()
+        # the change of one layer's bytes; summed afresh in layer order near the cap, so
+        # that the stop is decided on the same floats as a full sum
+        mem += inflight[stage_of[best_i]] * (act[best_i][ks[current[best_i]]] - act[best_i][k0])
+        if abs(mem - cap) <= 1e-6 * cap:
+            mem = rank_bytes()
     return tuple((i, c) for i, c in current.items() if c)
 
 

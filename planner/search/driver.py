@@ -55,6 +55,8 @@ SWEEP_SHARE = 0.3  # of the time limit, at most, for the heuristic sweep over co
 CONFIG_SHARE = 0.05  # of the time limit, at most, for one configuration in the first pass
 CONFIG_MIN_S = 0.5  # ... but never less than this
 IMPROVE_SHARE = 0.25  # of the time left, at most, for the improve pass (heuristics only)
+RESERVE_SHARE = 0.1  # of the time limit kept for the work under way when it is reached ...
+RESERVE_S = 0.1  # ... but at most this
 
 
 @dataclass
@@ -151,7 +153,11 @@ def run_search(
             ms[0].zero_stage != 1,
         ),
     )
+    # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
+    # past the moment it was begun in: new work stops RESERVE_SHARE (at most RESERVE_S)
+    # before the limit.
     limit = request.search.time_limit_s
+    limit -= min(RESERVE_S, RESERVE_SHARE * limit)
     pending = ordered
     share = SWEEP_SHARE * limit
     cap = max(CONFIG_MIN_S, CONFIG_SHARE * limit)  # per configuration in the first pass

@@ -7,8 +7,10 @@ For one configuration:
 2. Cutting planes on the integer program (_ip_phase, SCIP) and on the LP relaxation
    (_lp_phase, planner.search.cutlp): round the LP's fractional split, simulate it and its
    neighbours, add their critical paths; the LP alone may already reach K (below) and settle
-   the configuration. Then branch and bound on each rank's count of blocks with that LP at
-   every node (_branch_phase): whole layers close most of the LP's remaining gap.
+   the configuration. Then probing (_probe_phase): each rank's and stage's count of blocks
+   has its domain cut wherever that LP proves a side holds nothing better; then branch and
+   bound on those counts with the LP at every node (_branch_phase): whole layers close most
+   of the LP's remaining gap. The domains also bound the integer program and CP-SAT.
 3. Solve: with an incumbent, any partition with T + P <= K (a feasibility problem: T + P is a
    lower bound of the step time, see planner.search.model), where K is the best simulated step
    time known (this configuration's or the whole search's), scaled, times (1 - 5e-10), minus

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from planner.cost import partition_inputs, resolve_costs
-from planner.schedules import StageDurations, generate, simulate
+from planner.schedules import Schedule, StageDurations, generate, simulate
 from planner.search.bounds import (
     group_memory_floor_bytes,
     group_time_floor_s,
@@ -15,8 +15,9 @@ from planner.search.bounds import (
     time_floor_s,
 )
 from planner.search.exhaustive import exhaustive_config
-from planner.search.paths import critical_path, seed_cuts
+from planner.search.paths import critical_path, rank_chain, seed_cuts
 from planner.search.space import enumerate_configs
+from planner.specs.base import ScheduleName
 from tests.planner.search.test_cutlp import lp_floor
 
 from .random_requests import random_request
@@ -89,3 +90,20 @@ def test_reused_simulator_table_matches_the_validators_dependencies(name: str, v
     sched = generate(name, pp=3, vpp=vpp, num_microbatches=6)  # type: ignore[arg-type]
     reused = _from_simulator(sched)
     assert reused.ops == _from_validator(sched).ops
+
+
+@pytest.mark.parametrize(
+    ("name", "pp", "vpp", "m"),
+    [("zbv", 4, 2, 12), ("interleaved-1f1b", 3, 4, 9), ("zb-h1", 4, 1, 6), ("1f1b", 5, 1, 3)],
+)
+def test_seed_cuts_read_the_same_from_codes_and_from_actions(
+    name: ScheduleName, pp: int, vpp: int, m: int
+) -> None:
+    """A generated schedule's rank chains are counted from its codes; the same schedule
+    given as plain Action tuples (Schedule(orders=...)) gives the same cuts."""
+    generated = generate(name, pp=pp, vpp=vpp, num_microbatches=m)
+    plain = Schedule(name, pp, vpp, m, tuple(tuple(order) for order in generated.orders))
+    assert seed_cuts(generated) == seed_cuts(plain)
+    assert [rank_chain(generated, r) for r in range(pp)] == [
+        rank_chain(plain, r) for r in range(pp)
+    ]

@@ -67,6 +67,12 @@ def compiled_rows(schedule: Schedule) -> tuple[tuple[kernel.Row, ...], array[int
     return c.ops, c.flat
 
 
+def rank_positions(schedule: Schedule) -> tuple[tuple[int, ...], ...]:
+    """Per rank, the topological positions (rows of compiled_rows) of its actions, in the
+    rank's order."""
+    return _compile(schedule).rank_positions
+
+
 def num_actions(schedule: Schedule) -> int:
     """How many actions `schedule` has (from its compiled table: no Action is built)."""
     return len(_compile(schedule).flat) // 6

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from planner.schedules import Schedule, StageDurations
 from planner.schedules.generators import Orders
-from planner.schedules.simulate import compiled_rows, longest_path
+from planner.schedules.simulate import compiled_rows, longest_path, rank_positions
 from planner.schedules.validate import KIND_INDEX, execution_order
 
 _F, _B, _I, _W = 0, 1, 2, 3
@@ -149,55 +149,58 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
     """Per rank: the data-dependency chain that leads to its first action, all its actions in
     order, then the chain of backward actions that waits on its last F/B/I (the pipeline's fill
     and drain around that rank: with uniform stages, 1F1B's exact makespan). Trailing W actions
-    are left out of the second variant so that the drain chain can follow."""
+    are left out of the second variant so that the drain chain can follow.
+
+    The rank's own actions are counted by rank_chain (from a generated schedule's codes) and
+    the chains walk the compiled rows: one pass over the rows indexes each action's first
+    backward dependent across a boundary (a 98,000-action schedule: 1.0 -> ~0.15 s)."""
     c = _compile(schedule)
     n_st = c.num_stages
-    dependents: dict[int, list[tuple[int, int]]] = {}
-    for idx, (_, _, _, d1, b1, d2, b2) in enumerate(c.ops):
-        for d, b in ((d1, b1), (d2, b2)):
-            if d >= 0:
-                dependents.setdefault(d, []).append((idx, b))
-    by_rank: list[list[int]] = [[] for _ in range(c.pp)]  # each rank's rows, in order
-    for i, op in enumerate(c.ops):
-        by_rank[op[0]].append(i)
+    ops = c.ops
+    # per action, its first B/I dependent across a boundary (row order, then d1 before d2)
+    drain: dict[int, tuple[int, int]] = {}
+    for idx, (_, _, kind, d1, b1, d2, b2) in enumerate(ops):
+        if kind in (_B, _I):
+            if d1 >= 0 and b1 >= 0 and d1 not in drain:
+                drain[d1] = (idx, b1)
+            if d2 >= 0 and b2 >= 0 and d2 not in drain:
+                drain[d2] = (idx, b2)
     cuts: list[PathCut] = []
-    for rank in range(c.pp):
-        mine = by_rank[rank]
+    for rank, mine in enumerate(rank_positions(schedule)):
         if not mine:
             continue
         counts = [[0] * n_st for _ in range(4)]
         x = [0] * max(0, n_st - 1)
         cur = mine[0]
         while True:  # fill: follow a cross-rank data dependency back to the start
-            _, _, _, d1, b1, d2, b2 = c.ops[cur]
+            _, _, _, d1, b1, d2, b2 = ops[cur]
             step = next(((d, b) for d, b in ((d1, b1), (d2, b2)) if d >= 0 and b >= 0), None)
             if step is None:
                 break
             cur = step[0]
-            counts[c.ops[cur][2]][c.ops[cur][1]] += 1
+            counts[ops[cur][2]][ops[cur][1]] += 1
             x[step[1]] += 1
-        body = mine
-        last_bwd = max((i for i in mine if c.ops[i][2] != _W), default=mine[-1])
-        for variant in (body, [i for i in mine if i <= last_bwd]):
-            vc = [row[:] for row in counts]
+        own = rank_chain(schedule, rank)
+        body = [list(own.f), list(own.b), list(own.i), list(own.w)]
+        trailing = [0] * n_st  # the W actions after the rank's last F/B/I
+        last = len(mine) - 1
+        while last > 0 and ops[mine[last]][2] == _W:
+            trailing[ops[mine[last]][1]] += 1
+            last -= 1
+        if ops[mine[last]][2] == _W:  # nothing but W: the variant keeps them all
+            trailing, last = [0] * n_st, len(mine) - 1
+        for end, cut_w in ((mine[-1], [0] * n_st), (mine[last], trailing)):
+            vc = [
+                [a + b for a, b in zip(row, own_row, strict=True)]
+                for row, own_row in zip(counts, body, strict=True)
+            ]
+            vc[_W] = [v - t for v, t in zip(vc[_W], cut_w, strict=True)]
             vx = x[:]
-            for i in variant:
-                vc[c.ops[i][2]][c.ops[i][1]] += 1
-            cur = variant[-1]
-            while True:  # drain: follow the backward chain that waits on it
-                nxt = next(
-                    (
-                        (d, b)
-                        for d, b in dependents.get(cur, [])
-                        if b >= 0 and c.ops[d][2] in (_B, _I)
-                    ),
-                    None,
-                )
-                if nxt is None:
-                    break
-                cur = nxt[0]
-                vc[c.ops[cur][2]][c.ops[cur][1]] += 1
-                vx[nxt[1]] += 1
+            cur = end
+            while cur in drain:  # drain: follow the backward chain that waits on it
+                cur, b = drain[cur]
+                vc[ops[cur][2]][ops[cur][1]] += 1
+                vx[b] += 1
             cuts.append(
                 PathCut(
                     f=tuple(vc[_F]), b=tuple(vc[_B]), i=tuple(vc[_I]), w=tuple(vc[_W]), x=tuple(vx)

@@ -15,7 +15,7 @@ from planner.search.bounds import (
     time_floor_s,
 )
 from planner.search.exhaustive import exhaustive_config
-from planner.search.paths import critical_path, rank_chain, seed_cuts
+from planner.search.paths import critical_path, rank_chain, seed_cuts, through_rank_paths
 from planner.search.space import enumerate_configs
 from planner.specs.base import ScheduleName
 from tests.planner.search.test_cutlp import lp_floor
@@ -107,3 +107,19 @@ def test_seed_cuts_read_the_same_from_codes_and_from_actions(
     assert [rank_chain(generated, r) for r in range(pp)] == [
         rank_chain(plain, r) for r in range(pp)
     ]
+
+
+@pytest.mark.parametrize(("pp", "m"), [(2, 2), (3, 5), (4, 8), (5, 3), (6, 12)])
+def test_through_rank_paths_give_1f1b_its_makespan_with_uniform_stages(pp: int, m: int) -> None:
+    """With equal stages 1F1B's makespan is a fill/drain path through one rank (the
+    docstring's claim): the best seed cut reaches the simulated makespan exactly, and every
+    through-rank cut holds all of its rank's actions."""
+    sched = generate("1f1b", pp=pp, vpp=1, num_microbatches=m)
+    d = StageDurations(fw_s=(1.0,) * pp, bw_s=(2.0,) * pp, w_s=(0.5,) * pp, p2p_s=(0.0,) * pp)
+    makespan = simulate(sched, d).step_time_s
+    cuts = through_rank_paths(sched)
+    assert max(c.length_s(d) for c in cuts) == pytest.approx(makespan, rel=1e-12)
+    for rank in range(pp):
+        own = rank_chain(sched, rank)
+        for cut in cuts[2 * rank : 2 * rank + 2]:
+            assert all(a >= b for a, b in zip(cut.f + cut.b, own.f + own.b, strict=True))

@@ -460,7 +460,9 @@ static PyObject *generate(PyObject *self, PyObject *args) {
     int kind, pp, vpp, m;
     if (!PyArg_ParseTuple(args, "iiii", &kind, &pp, &vpp, &m))
         return NULL;
-    if (kind < 0 || kind > 4 || pp < 1 || vpp < 1 || m < 1) {
+    /* the stage indices the loops write must stay below pp * vpp (the `seen` table) */
+    if (kind < 0 || kind > 4 || pp < 1 || vpp < 1 || m < 1 || (kind == G_ZBV && vpp != 2) ||
+        ((kind == G_GPIPE || kind == G_1F1B) && vpp != 1)) {
         PyErr_SetString(PyExc_ValueError, "kernel.generate: bad arguments");
         return NULL;
     }

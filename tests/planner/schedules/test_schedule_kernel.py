@@ -209,3 +209,16 @@ def test_generated_orders_read_like_a_tuple_of_action_tuples() -> None:
     assert dataclasses.replace(sched, orders=plain) == sched
     with pytest.raises(IndexError):
         orders[4]
+
+
+@pytest.mark.parametrize(
+    ("kind", "pp", "vpp", "m"),
+    [(4, 3, 1, 4), (0, 2, 2, 4), (1, 2, 3, 4), (2, 0, 2, 4), (5, 2, 2, 4)],
+)
+def test_the_c_generator_refuses_arguments_that_would_write_out_of_bounds(
+    kind: int, pp: int, vpp: int, m: int
+) -> None:
+    """zbv with vpp != 2 or gpipe / 1f1b with vpp != 1 would index stages past pp * vpp:
+    a ValueError, never a write out of bounds (generate checks first; this is the C side)."""
+    with pytest.raises(ValueError, match="bad arguments"):
+        kernel.generate_codes(kind, pp, vpp, m)

@@ -28,7 +28,7 @@ from planner.schedules import kernel
 from planner.schedules.ir import Action, ActionKind, Schedule
 from planner.specs.base import SCHEDULES, ScheduleName
 
-__all__ = ["check_generate_args", "generate", "peak_inflight_of"]
+__all__ = ["check_generate_args", "generate", "peak_inflight_of", "schedule_codes"]
 
 _F, _B, _I, _W = ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W
 RankOps = list[tuple[int, ActionKind]]  # one rank's (stage, kind) in order
@@ -58,6 +58,7 @@ def _generate(name: ScheduleName, pp: int, vpp: int, m: int) -> Schedule:
 
 _KIND_CODE = {"gpipe": 0, "1f1b": 1, "interleaved-1f1b": 2, "zb-h1": 3, "zbv": 4}
 _KINDS = (_F, _B, _I, _W)  # code order, as planner.schedules.validate.KIND_INDEX
+_KIND = {kind: k for k, kind in enumerate(_KINDS)}
 
 
 def order_codes(name: ScheduleName, pp: int, vpp: int, m: int) -> tuple[array[int], list[int]]:
@@ -78,14 +79,24 @@ def order_codes_python(
 ) -> tuple[array[int], list[int]]:
     """order_codes from the Python generators (the reference the C loops are tested
     against)."""
-    index = {kind: k for k, kind in enumerate(_KINDS)}
-    codes = array("i")
-    counts = []
-    for ops in _all_ops(name, pp, vpp, m):
-        order = _numbered(ops, m)
-        counts.append(len(order))
-        codes.extend(x for a in order for x in (a.stage, index[a.kind], a.microbatch))
-    return codes, counts
+    orders = [_numbered(ops, m) for ops in _all_ops(name, pp, vpp, m)]
+    return _codes_of(orders), [len(order) for order in orders]
+
+
+def _codes_of(orders: Sequence[tuple[Action, ...]]) -> array[int]:
+    return array(
+        "i", [x for o in orders for a in o for x in (a.stage, _KIND[a.kind], a.microbatch)]
+    )
+
+
+def schedule_codes(schedule: Schedule) -> tuple[array[int], list[int]]:
+    """Any schedule's orders as order_codes lays them out, and each rank's first triple
+    (offsets, one more at the end): a generated schedule's own codes, else read from its
+    Action tuples. What the simulator compiles and the search counts."""
+    orders = schedule.orders
+    if isinstance(orders, Orders):
+        return orders.codes, orders.offsets
+    return _codes_of(orders), [0, *itertools.accumulate(len(order) for order in orders)]
 
 
 class Orders(Sequence[tuple[Action, ...]]):

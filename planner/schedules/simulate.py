@@ -16,7 +16,6 @@ Schedules, so the search reuses the compiled form.
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from array import array
 from dataclasses import dataclass
@@ -24,10 +23,10 @@ from functools import cached_property
 
 from planner.errors import DeadlockError, SpecError
 from planner.schedules import kernel
-from planner.schedules.generators import Orders
+from planner.schedules.generators import schedule_codes
 from planner.schedules.ir import Schedule
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
-from planner.schedules.validate import KIND_INDEX, execution_order, format_grid, validate
+from planner.schedules.validate import execution_order, format_grid, validate
 
 __all__ = ["simulate"]
 
@@ -97,20 +96,7 @@ def _build(schedule: Schedule) -> _Compiled:
     """
     stages, m, pp = schedule.num_stages, schedule.num_microbatches, schedule.pp
     rank_of = [schedule.rank_of(s) for s in range(stages)]
-    orders = schedule.orders
-    if isinstance(orders, Orders):  # generated: its codes are the table's input already
-        codes, offsets = orders.codes, orders.offsets
-    else:
-        codes = array(
-            "i",
-            [
-                x
-                for order in orders
-                for a in order
-                for x in (a.stage, KIND_INDEX[a.kind], a.microbatch)
-            ],
-        )
-        offsets = [0, *itertools.accumulate(len(order) for order in orders)]
+    codes, offsets = schedule_codes(schedule)
     built = kernel.build(codes, offsets, pp, stages, m, rank_of)
     if built.status == kernel.BAD_ACTION:
         validate(schedule)  # raises ScheduleError with the marked grid

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from planner.schedules import Schedule, StageDurations
-from planner.schedules.generators import Orders
+from planner.schedules.generators import schedule_codes
 from planner.schedules.simulate import compiled_rows, longest_path, rank_positions
 from planner.schedules.validate import KIND_INDEX, execution_order
 
@@ -130,17 +130,11 @@ def rank_chain(schedule: Schedule, rank: int) -> PathCut:
     """The path through all of one rank's actions in order (its busy time)."""
     n_st = schedule.num_stages
     counts = [[0] * n_st for _ in range(4)]
-    orders = schedule.orders
-    if isinstance(orders, Orders):  # generated: count the codes, no Action built
-        lo, hi = 3 * orders.offsets[rank], 3 * orders.offsets[rank + 1]
-        codes = orders.codes
-        for (kind, stage), n in Counter(
-            zip(codes[lo + 1 : hi : 3], codes[lo:hi:3], strict=True)
-        ).items():
-            counts[kind][stage] = n
-    else:
-        for a in orders[rank]:
-            counts[KIND_INDEX[a.kind]][a.stage] += 1
+    codes, offsets = schedule_codes(schedule)  # no Action built for a generated schedule
+    lo, hi = 3 * offsets[rank], 3 * offsets[rank + 1]
+    pairs = zip(codes[lo + 1 : hi : 3], codes[lo:hi:3], strict=True)
+    for (kind, stage), n in Counter(pairs).items():
+        counts[kind][stage] = n
     f, b, i, w = (tuple(v) for v in counts)
     return PathCut(f=f, b=b, i=i, w=w, x=(0,) * max(0, n_st - 1))
 

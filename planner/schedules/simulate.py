@@ -16,12 +16,12 @@ Schedules, so the search reuses the compiled form.
 
 from __future__ import annotations
 
-import weakref
 from array import array
 from dataclasses import dataclass
 from functools import cached_property
 
 from planner.errors import DeadlockError, SpecError
+from planner.memo import PerObject
 from planner.schedules import kernel
 from planner.schedules.generators import schedule_codes
 from planner.schedules.ir import Schedule
@@ -46,17 +46,11 @@ class _Compiled:
         return kernel.rows_of(self.flat)
 
 
-_CACHE: dict[int, _Compiled] = {}
+_COMPILED: PerObject[_Compiled] = PerObject()
 
 
 def _compile(schedule: Schedule) -> _Compiled:
-    key = id(schedule)
-    hit = _CACHE.get(key)
-    if hit is None:
-        hit = _build(schedule)
-        _CACHE[key] = hit
-        weakref.finalize(schedule, _CACHE.pop, key, None)
-    return hit
+    return _COMPILED.get(schedule, lambda: _build(schedule))
 
 
 def compiled_rows(schedule: Schedule) -> tuple[tuple[kernel.Row, ...], array[int]]:

@@ -11,11 +11,11 @@
 from __future__ import annotations
 
 import heapq
-import weakref
 from collections.abc import Callable
 from functools import lru_cache
 
 from planner.cost import MODE_INDEX, PartitionInputs
+from planner.memo import PerObject
 from planner.search.partition import Partition
 from planner.specs.base import RecomputeMode
 
@@ -94,10 +94,7 @@ def repaired(
     spans: list[list[tuple[int, int, int]]] = [[] for _ in range(inputs.pp)]
     for s in range(inputs.num_stages):
         spans[inputs.stage_rank[s]].append((s, bounds[s], bounds[s + 1]))
-    memo = _REPAIRS.get(id(inputs))
-    if memo is None:
-        memo = _REPAIRS[id(inputs)] = {}
-        weakref.finalize(inputs, _REPAIRS.pop, id(inputs), None)
+    memo = _REPAIRS.get(inputs, dict)
     for r in range(inputs.pp):
         key = (order, tuple(spans[r]))
         choice = memo.get(key)
@@ -108,8 +105,8 @@ def repaired(
     return Partition(bounds, tuple(order[c] for c in current))
 
 
-# per PartitionInputs (by id, dropped with it): (modes, a rank's stage spans) -> its choice
-_REPAIRS: dict[int, dict[tuple[object, ...], tuple[tuple[int, int], ...]]] = {}
+# per PartitionInputs: (modes, a rank's stage spans) -> its choice
+_REPAIRS: PerObject[dict[tuple[object, ...], tuple[tuple[int, int], ...]]] = PerObject()
 
 
 def _rank_modes(

@@ -16,10 +16,10 @@ constant: `length_s(inputs.overhead_durations)`.
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
 from dataclasses import dataclass
 
+from planner.memo import PerObject
 from planner.schedules import Schedule, StageDurations
 from planner.schedules.generators import schedule_codes
 from planner.schedules.simulate import compiled_rows, longest_path, rank_positions
@@ -54,20 +54,6 @@ class _Compiled:
     ops: tuple[tuple[int, int, int, int, int, int, int], ...]
     num_stages: int
     pp: int
-
-
-_CACHE: dict[int, _Compiled] = {}
-
-
-def _compile(schedule: Schedule) -> _Compiled:
-    key = id(schedule)
-    hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    compiled = _from_simulator(schedule)
-    _CACHE[key] = compiled
-    weakref.finalize(schedule, _CACHE.pop, key, None)
-    return compiled
 
 
 def _from_simulator(schedule: Schedule) -> _Compiled:
@@ -111,19 +97,18 @@ def seed_cuts(schedule: Schedule) -> list[PathCut]:
     """The paths every configuration starts from: each rank's busy chain and the fill/drain
     paths through each rank (through_rank_paths). Cached per schedule (configurations that
     differ in tp, dp, mbs or ZeRO share it; a 105-stage schedule takes ~0.1 s)."""
-    key = id(schedule)
-    hit = _SEEDS.get(key)
-    if hit is None:
-        hit = (
-            *(rank_chain(schedule, r) for r in range(schedule.pp)),
-            *through_rank_paths(schedule),
+    return list(
+        _SEEDS.get(
+            schedule,
+            lambda: (
+                *(rank_chain(schedule, r) for r in range(schedule.pp)),
+                *through_rank_paths(schedule),
+            ),
         )
-        _SEEDS[key] = hit
-        weakref.finalize(schedule, _SEEDS.pop, key, None)
-    return list(hit)
+    )
 
 
-_SEEDS: dict[int, tuple[PathCut, ...]] = {}
+_SEEDS: PerObject[tuple[PathCut, ...]] = PerObject()
 
 
 def rank_chain(schedule: Schedule, rank: int) -> PathCut:
@@ -148,7 +133,7 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
     The rank's own actions are counted by rank_chain (from a generated schedule's codes) and
     the chains walk the compiled rows: one pass over the rows indexes each action's first
     backward dependent across a boundary (a 98,000-action schedule: 1.0 -> ~0.15 s)."""
-    c = _compile(schedule)
+    c = _from_simulator(schedule)  # seed_cuts keeps the result: built once per schedule
     n_st = c.num_stages
     ops = c.ops
     # per action, its first B/I dependent across a boundary (row order, then d1 before d2)

@@ -195,9 +195,7 @@ def run_search(
                         prove=False,
                     )
                     if entry.result is not None and _unproven(entry):
-                        entry.known_paths = tuple(entry.result.paths)
-                        entry.known_domains = entry.result.domains
-                        entry.verdict, entry.result = "pending", None
+                        _reopen(entry)
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
         # First pass: each configuration gets at most CONFIG_SHARE of the limit, so that one
         # hard proof cannot starve the rest; those cut short are solved again with all the
@@ -209,12 +207,9 @@ def run_search(
                 capped.append(entry)  # its share ran out, not the search's time
         for entry in capped:
             if elapsed() < limit:
-                known = tuple(entry.result.paths) if entry.result is not None else ()
-                if entry.result is not None:
-                    entry.known_domains = entry.result.domains
-                entry.verdict, entry.result = "pending", None
+                _reopen(entry)
                 solver_s += _visit(
-                    request, out, entry, split, num_layers, lambda: limit - elapsed(), known
+                    request, out, entry, split, num_layers, lambda: limit - elapsed()
                 )
         if not pending or elapsed() >= limit:
             break
@@ -301,13 +296,12 @@ def _visit(
     split: StageSplit,
     n: int,
     time_left: Callable[[], float],
-    known_paths: tuple[PathCut, ...] = (),
     *,
     prove: bool = True,
 ) -> float:
-    """Bound, then solve one configuration (`known_paths`: its cuts from a capped first
-    pass; `prove`: see exact.solve_config); returns the solvers' time spent (CP-SAT and
-    SCIP)."""
+    """Bound, then solve one configuration (with what an unfinished earlier solve of it
+    learned: `_reopen`; `prove`: see exact.solve_config); returns the solvers' time spent
+    (CP-SAT and SCIP)."""
     inputs, cfg = entry.inputs, entry.config
     if entry.verdict != "pending":  # dominated, or visited already (after the improve pass)
         return 0.0
@@ -349,7 +343,7 @@ def _visit(
             workers=request.search.workers,
             seed=request.search.seed,
             time_left=time_left,
-            known_paths=known_paths or entry.known_paths,
+            known_paths=entry.known_paths,
             known_domains=entry.known_domains,
             prove=prove,
         )
@@ -404,6 +398,15 @@ def _improve(
         _offer(request, out, entry, sc)
         if sc.score.feasible:
             entry.estimate_s = min(entry.estimate_s, sc.score.step_time_s)
+
+
+def _reopen(entry: Entry) -> None:
+    """Make an unfinished configuration pending again, keeping the path cuts and count
+    domains its solve proved (valid for every later, lower bound)."""
+    if entry.result is not None:
+        entry.known_paths = tuple(entry.result.paths)
+        entry.known_domains = entry.result.domains
+    entry.verdict, entry.result = "pending", None
 
 
 def _unproven(entry: Entry) -> bool:

@@ -26,6 +26,7 @@ what it could not prove in 20 s with the seeds alone (docs/search.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,6 +49,11 @@ class LpPoint:
     rank_counts: tuple[float, ...] = ()  # layers of the counted run per rank (count_run)
     run_stage_counts: tuple[float, ...] = ()  # ... and per stage
 
+    def reaches(self, bound_s: float) -> bool:
+        """The LP floor is at or above `bound_s` beyond the solvers' tolerances (MARGIN):
+        nothing in this LP's region beats the bound (an infeasible LP's value is inf)."""
+        return self.value_s >= bound_s * (1 + MARGIN)
+
 
 @dataclass(frozen=True)
 class IpPoint:
@@ -68,7 +74,12 @@ class CutLP:
     `integer`, the same rows over integer layer counts, solved by SCIP (`solve_integer`)."""
 
     def __init__(
-        self, inputs: PartitionInputs, modes: tuple[RecomputeMode, ...], *, integer: bool = False
+        self,
+        inputs: PartitionInputs,
+        modes: tuple[RecomputeMode, ...],
+        *,
+        integer: bool = False,
+        cuts: Iterable[PathCut] = (),
     ) -> None:
         self.inputs = inputs
         self.modes = modes
@@ -80,6 +91,8 @@ class CutLP:
         self._counted: int | None = None  # the run whose per-rank count has rows (count_run)
         self._count_bounds: tuple[tuple[int, int], ...] = ()
         self._build()
+        for cut in cuts:
+            self.add_cut(cut)
 
     def _build(self) -> None:
         inputs, modes = self.inputs, self.modes

@@ -337,9 +337,7 @@ def _ip_phase(
     incumbent there in 0.01-0.2 s."""
     if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS or not integer_solver_available():
         return False
-    ip = CutLP(inputs, modes, integer=True)
-    for cut in seeds:
-        ip.add_cut(cut)
+    ip = CutLP(inputs, modes, integer=True, cuts=seeds)
     if domains is not None:  # the probing phase's (every better partition lies inside)
         ip.count_run(_counted_run(inputs))
         ip.set_count_bounds(domains)
@@ -404,7 +402,7 @@ def _lp_phase(
         point = lp.solve()
         if point is None or point.value_s == math.inf:  # an infeasible LP: CP-SAT decides
             return False
-        if point.value_s >= bound * (1 + LP_MARGIN):
+        if point.reaches(bound):
             return True
         if done == rounds:
             return False
@@ -479,7 +477,7 @@ def _branch_phase(
                 solves += 1
                 if point is None:
                     return False
-                if point.value_s >= bound * (1 + LP_MARGIN):
+                if point.reaches(bound):
                     point = None  # closed (an infeasible node too: its value is inf)
                     break
                 part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
@@ -544,7 +542,7 @@ def _probe_phase(
         solves += 1
         if point is None:
             return False, None
-        return point.value_s >= bound * (1 + LP_MARGIN), point  # an infeasible LP: inf
+        return point.reaches(bound), point
 
     def spent() -> bool:
         return solves >= PROBE_SOLVES or (time_left is not None and time_left() <= 0)

@@ -17,7 +17,7 @@ from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path
 from planner.specs.base import RecomputeMode
 from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
-from tests.planner.search.test_recompute_curve import three_mode_inputs
+from tests.planner.search.test_recompute_curve import mixed_case
 
 THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
@@ -31,18 +31,12 @@ def _branch(inputs: PartitionInputs, cuts: list[PathCut], bound: float) -> bool:
         seeds.append(critical_path(sched, durations_of(sc.score))[1])
         return sc
 
-    lp = CutLP(inputs, THREE)
-    for cut in seeds:
-        lp.add_cut(cut)
-    return _branch_phase(lp, seeds, lambda: bound, consider)
+    return _branch_phase(CutLP(inputs, THREE, cuts=seeds), seeds, lambda: bound, consider)
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_the_branch_phase_never_refutes_a_better_partition(seed: int) -> None:
-    rng = random.Random(13_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    make = gpt_inputs if seed % 2 else three_mode_inputs
-    inputs = make(rng, schedule, vpp)
+    rng, inputs = mixed_case(13_000, seed)
     best = exhaustive_config(inputs, modes=THREE).best
     if best is None:
         return
@@ -69,13 +63,10 @@ def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
         step = best.score.step_time_s
         cuts = path_cuts(inputs, rng, random_partitions=6, scores=(best.score,))
         bound = step * (1 - 1e-4)
-        lp = CutLP(inputs, THREE)
-        for cut in cuts:
-            lp.add_cut(cut)
-        point = lp.solve()
+        point = CutLP(inputs, THREE, cuts=cuts).solve()
         assert point is not None
         total += 1
-        lp_alone += point.value_s >= bound * (1 + 1e-6)
+        lp_alone += point.reaches(bound)
         settled += _branch(inputs, cuts, bound)
     assert total >= 20
     assert settled >= lp_alone + 4, (settled, lp_alone, total)

@@ -21,10 +21,7 @@ def lp_floor(
     inputs: PartitionInputs, modes: tuple[RecomputeMode, ...], cuts: list[PathCut]
 ) -> float | None:
     """The LP's optimum with `cuts`: a floor of every partition's step time (None: no optimum)."""
-    lp = CutLP(inputs, modes)
-    for cut in cuts:
-        lp.add_cut(cut)
-    point = lp.solve()
+    point = CutLP(inputs, modes, cuts=cuts).solve()
     return point.value_s if point is not None else None
 
 

@@ -5,8 +5,6 @@ domains) finds the exhaustive optimum."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from planner.cost import PartitionInputs
@@ -16,8 +14,8 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.model import layer_runs
 from planner.search.partition import Partition
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
-from tests.planner.search.test_recompute_curve import three_mode_inputs
+from tests.planner.search.test_integer_floor import path_cuts
+from tests.planner.search.test_recompute_curve import mixed_case
 
 THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
@@ -39,10 +37,7 @@ def _inside(counts: list[int], domains: Domains) -> bool:
 
 @pytest.mark.parametrize("seed", range(60))
 def test_probing_keeps_every_better_partition_inside_its_domains(seed: int) -> None:
-    rng = random.Random(21_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    make = gpt_inputs if seed % 2 else three_mode_inputs
-    inputs = make(rng, schedule, vpp)
+    rng, inputs = mixed_case(21_000, seed)
     if inputs.pp < 2:
         return
     oracle = exhaustive_config(inputs, modes=THREE)
@@ -51,10 +46,7 @@ def test_probing_keeps_every_better_partition_inside_its_domains(seed: int) -> N
     step = oracle.best.score.step_time_s
     cuts = path_cuts(inputs, rng, random_partitions=3)
     for bound in (step * 1.02, step * 1.001, step * (1 - 1e-4)):
-        lp = CutLP(inputs, THREE)
-        for cut in cuts:
-            lp.add_cut(cut)
-        closed, domains = _probe_phase(lp, lambda b=bound: b)  # type: ignore[misc]
+        closed, domains = _probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b)  # type: ignore[misc]
         if step >= bound:
             continue  # nothing to keep: closing is right, any domains are
         assert not closed, "closed, yet the optimum beats the bound"
@@ -64,9 +56,7 @@ def test_probing_keeps_every_better_partition_inside_its_domains(seed: int) -> N
 
 @pytest.mark.parametrize("seed", range(20))
 def test_solve_config_with_probing_finds_the_exhaustive_optimum(seed: int) -> None:
-    rng = random.Random(22_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp) if seed % 2 else three_mode_inputs(rng, schedule, vpp)
+    _, inputs = mixed_case(22_000, seed)
     oracle = exhaustive_config(inputs, modes=THREE).best
     got = solve_config(inputs, modes=THREE, workers=1).best
     assert (oracle is None) == (got is None)

@@ -80,6 +80,15 @@ def test_recompute_curve_is_nondecreasing_and_brute_force(seed: int) -> None:
             assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
+def mixed_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
+    """Case `seed` of a set numbered from `base`: GPT-shaped inputs (odd seeds) or three-mode
+    ones (even), the schedules in turn; the generator goes on to the test's own draws."""
+    rng = random.Random(base + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    make = gpt_inputs if seed % 2 else three_mode_inputs
+    return rng, make(rng, schedule, vpp)
+
+
 def three_mode_inputs(rng: random.Random, schedule: str, vpp: int) -> PartitionInputs:
     """gpt_inputs with a selective mode that differs from both none and full, and caps tight
     enough that recompute is forced in many cases."""

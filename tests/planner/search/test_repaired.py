@@ -4,16 +4,13 @@ rank's layer with the most bytes saved per second added (first of equals) to its
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.search.hints import repaired
 from planner.search.partition import Partition, score
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs
-from tests.planner.search.test_recompute_curve import three_mode_inputs
+from tests.planner.search.test_recompute_curve import mixed_case
 
 
 def plain_greedy(
@@ -56,9 +53,7 @@ def plain_greedy(
 
 @pytest.mark.parametrize("seed", range(40))
 def test_repaired_makes_the_plain_greedys_choice(seed: int) -> None:
-    rng = random.Random(31_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = (gpt_inputs if seed % 2 else three_mode_inputs)(rng, schedule, vpp)
+    rng, inputs = mixed_case(31_000, seed)
     n, stages = inputs.num_layers, inputs.num_stages
     modes: tuple[RecomputeMode, ...] = ("none", "selective", "full")
     for _ in range(6):

@@ -248,8 +248,8 @@ def solve_config(
         # cuts on 105 stages) that no limit interrupts, and CP-SAT loads it before its own
         # clock starts: not begun without twice a generous estimate left (529.6B at a 1 s
         # limit ended at 1.22 s building one).
-        build_s = MODEL_BUILD_S * len(collected) * inputs.num_stages if model is None else 0.0
-        if left() <= 2 * build_s:
+        model_s = MODEL_BUILD_S * len(collected) * inputs.num_stages  # to build or to load
+        if left() <= (2 * model_s if model is None else 0.0):
             result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
             return result
         model = cp_model()
@@ -261,9 +261,8 @@ def solve_config(
         # With a bound, any partition under it will do (it is simulated next): CP-SAT solves
         # a feasibility problem, which it proves or refutes much faster than the minimum.
         # CP-SAT's clock starts once it has loaded the model (about as long as building it)
-        load_s = MODEL_BUILD_S * len(collected) * inputs.num_stages
         out = model.solve(
-            time_limit_s=max(left() - load_s, 1e-3),
+            time_limit_s=max(left() - model_s, 1e-3),
             workers=workers,
             seed=seed,
             feasibility=limit is not None,

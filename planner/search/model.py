@@ -49,6 +49,7 @@ from typing import Any, Literal
 from ortools.sat.python import cp_model
 
 from planner.cost.partition import MODE_INDEX, PartitionInputs
+from planner.memo import PerObject
 from planner.search.partition import Partition
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
@@ -69,8 +70,15 @@ class Run:
 
 
 def layer_runs(inputs: PartitionInputs) -> tuple[Run, ...]:
-    """Maximal runs of consecutive layers with identical numbers."""
+    """Maximal runs of consecutive layers with identical numbers (kept per PartitionInputs:
+    the LP, probing, branching and CP-SAT model of a configuration all read them)."""
+    return _RUNS.get(inputs, lambda: _layer_runs(inputs))
 
+
+_RUNS: PerObject[tuple[Run, ...]] = PerObject()
+
+
+def _layer_runs(inputs: PartitionInputs) -> tuple[Run, ...]:
     def sig(i: int) -> tuple[object, ...]:
         return (
             inputs.fw_s[i],

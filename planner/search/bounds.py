@@ -85,13 +85,41 @@ def integer_rank_floors_s(
     forward chain that reaches it (group_fill_s). Without `per_stage` (valid for every schedule
     and vpp of the group: it depends on the layers, pp, m and whether the schedule is zbv) the
     lower bounds are 0 and R uses the in-flight counts of group_inflight."""
+    levels = rank_levels(inputs, per_stage=per_stage)
+    if levels is None:
+        return None
+    wl = levels.whole
+    m = inputs.num_microbatches
+    fill = group_fill_s(inputs)
+    # Every level below is nondecreasing in x (a, p >= 0 and the recompute curve is, see
+    # _Curve), which water-filling needs; each is computed only where water-filling looks.
+    size = len(wl.xs)
+    # lower envelopes base_r + slope * x of the levels (the recompute curve is >= 0)
+    busy_base = [fill[r] + m * (wl.e[r] + wl.a * wl.lo[r]) for r in range(inputs.pp)]
+    post_base = [wl.q[r] + wl.p * wl.lo[r] for r in range(inputs.pp)]
+    busy = _water_fill([_Lazy(f, size) for f in levels.busy], wl.free, (busy_base, m * wl.a))
+    post = _water_fill([_Lazy(f, size) for f in levels.post], wl.free, (post_base, wl.p))
+    return busy, post
+
+
+@dataclass(frozen=True)
+class RankLevels:
+    """Per rank r of a GPT-shaped model (integer_rank_floors_s), its busy and post floors as
+    functions of x = the middle layers it holds beyond its least (whole.lo[r]), x in
+    whole.xs; both nondecreasing in x."""
+
+    whole: _Whole
+    busy: tuple[Callable[[int], float], ...]
+    post: tuple[Callable[[int], float], ...]
+
+
+def rank_levels(inputs: PartitionInputs, *, per_stage: bool) -> RankLevels | None:
+    """The RankLevels of a GPT-shaped model; None otherwise."""
     wl = _whole_layers(inputs, per_stage=per_stage)
     if wl is None:
         return None
     m = inputs.num_microbatches
     fill = group_fill_s(inputs)
-    # Every level below is nondecreasing in x (a, p >= 0 and the recompute curve is, see
-    # _Curve), which water-filling needs; each is computed only where water-filling looks.
 
     def busy_at(r: int) -> Callable[[int], float]:
         return lambda x: fill[r] + m * (wl.e[r] + wl.a * (wl.lo[r] + x) + wl.extra[r][x])
@@ -99,17 +127,8 @@ def integer_rank_floors_s(
     def post_at(r: int) -> Callable[[int], float]:
         return lambda x: wl.q[r] + wl.p * (wl.lo[r] + x)
 
-    size = len(wl.xs)
-    # lower envelopes base_r + slope * x of the levels (the recompute curve is >= 0)
-    busy_base = [fill[r] + m * (wl.e[r] + wl.a * wl.lo[r]) for r in range(inputs.pp)]
-    post_base = [wl.q[r] + wl.p * wl.lo[r] for r in range(inputs.pp)]
-    busy = _water_fill(
-        [_Lazy(busy_at(r), size) for r in range(inputs.pp)], wl.free, (busy_base, m * wl.a)
-    )
-    post = _water_fill(
-        [_Lazy(post_at(r), size) for r in range(inputs.pp)], wl.free, (post_base, wl.p)
-    )
-    return busy, post
+    ranks = range(inputs.pp)
+    return RankLevels(wl, tuple(busy_at(r) for r in ranks), tuple(post_at(r) for r in ranks))
 
 
 def _same_middle(inputs: PartitionInputs, fields: tuple[str, ...]) -> bool:

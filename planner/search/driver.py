@@ -35,10 +35,10 @@ from planner.search.bounds import (
     memory_floor_bytes,
     time_floor_s,
 )
+from planner.search.domains import Domains
 from planner.search.exact import (
     REL_TOL,
     ConfigResult,
-    Domains,
     Scored,
     improve_config,
     solve_config,

@@ -42,6 +42,7 @@ from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
 from planner.search.cutlp import MARGIN as LP_MARGIN
 from planner.search.cutlp import CutLP, LpPoint, integer_solver_available, rounded_bounds
+from planner.search.domains import Domains, counted_run, intersect, is_empty, whole_layer_domains
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit, layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
@@ -69,9 +70,6 @@ BRANCH_SHARE = 0.3  # of a configuration's time left, at most, for the branch ph
 MODEL_BUILD_S = 1e-5  # seconds per path cut and stage to build the CP-SAT model (3e-6 measured, x3)
 PROBE_SOLVES = 400  # LP solves, at most, in the probing phase (_probe_phase)
 PROBE_SHARE = 0.3  # of a configuration's time left, at most, for the probing phase
-
-# (lo, hi) of the largest run's layers per pipeline rank, then per stage
-Domains = tuple[tuple[int, int], ...]
 
 ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
 
@@ -162,7 +160,7 @@ def solve_config(
             for cut in seeds:
                 model.add_path_cut(cut)
             if result.domains is not None:
-                model.add_count_bounds(_counted_run(inputs), result.domains)
+                model.add_count_bounds(counted_run(inputs), result.domains)
         return model
 
     def consider(part: Partition, known: Scored | None = None) -> Scored:
@@ -189,6 +187,13 @@ def solve_config(
     if limit is not None and _cut_settles(inputs, seeds, limit):
         result.status = _settled(result, bound_s)
         return result
+    if limit is not None:  # the whole-layer floors' domains: the phases below start inside
+        result.domains = intersect(
+            result.domains, whole_layer_domains(inputs, limit * (1 - REL_TOL))
+        )
+        if is_empty(result.domains):
+            result.status = _settled(result, bound_s)
+            return result
     # The LP floor (with its cutting planes, then branching on block counts) and the integer
     # floor may settle it without CP-SAT: the integer program first where stages hold few
     # layers (IP_FIRST_LAYERS; the LP's fractional layers are far off there, 18.4B's pp = 2
@@ -220,7 +225,9 @@ def solve_config(
 
     def lp_settles() -> bool:
         limit = lambda: _bound(bound_s, result.best)  # noqa: E731
-        if lp is None or _lp_phase(lp, seeds, limit, consider, time_left, rounds):
+        if lp is None or _lp_phase(
+            lp, seeds, limit, consider, time_left, rounds, domains=result.domains
+        ):
             return lp is not None
         if split != "any":
             return False
@@ -338,7 +345,7 @@ def _ip_phase(
         return False
     ip = CutLP(inputs, modes, integer=True, cuts=seeds)
     if domains is not None:  # the probing phase's (every better partition lies inside)
-        ip.count_run(_counted_run(inputs))
+        ip.count_run(counted_run(inputs))
         ip.set_count_bounds(domains)
     moves = _moves(inputs)
     # at most IP_SHARE of what is left: the LP phase and CP-SAT (which prove the cases it
@@ -379,6 +386,7 @@ def _lp_phase(
     consider: Callable[[Partition], Scored],
     time_left: Callable[[], float] | None = None,
     rounds: int = LP_ROUNDS,
+    domains: Domains | None = None,
 ) -> bool:
     """Cutting planes on the LP relaxation (planner.search.cutlp): solve the LP, round its
     fractional split to a partition (modes re-picked for the cap), simulate it and its
@@ -388,10 +396,14 @@ def _lp_phase(
     partitions it simulates may also improve the incumbent. Each round simulates first the
     neighbours that move the boundaries whose LP position is least clear (fraction nearest
     one half): all of them while moves x schedule actions stays under LP_ACTION_BUDGET, at
-    least LP_MOVES."""
+    least LP_MOVES. `domains`: count domains holding every better partition (the LP is
+    solved inside them)."""
     inputs, modes = lp.inputs, lp.modes
     for cut in seeds:
         lp.add_cut(cut)
+    if domains is not None:
+        lp.count_run(counted_run(inputs))
+        lp.set_count_bounds(domains)
     n = inputs.num_layers
     moves = _moves(inputs)
     for done in range(rounds + 1):
@@ -450,7 +462,7 @@ def _branch_phase(
     decides) when every count is whole, after BRANCH_SOLVES LP solves or when the time is
     up."""
     inputs, modes = lp.inputs, lp.modes
-    g = _counted_run(inputs)
+    g = counted_run(inputs)
     total, pp, n = layer_runs(inputs)[g].count, inputs.pp, inputs.num_layers
     if pp < 2:
         return False
@@ -495,13 +507,6 @@ def _branch_phase(
             result.solver_calls += solves
 
 
-def _counted_run(inputs: PartitionInputs) -> int:
-    """The run whose per-rank and per-stage counts are probed and branched on: the largest
-    (a GPT's blocks)."""
-    runs = layer_runs(inputs)
-    return max(range(len(runs)), key=lambda k: runs[k].count)
-
-
 def _probe_phase(
     lp: CutLP,
     limit: Callable[[], float | None],
@@ -526,7 +531,7 @@ def _probe_phase(
     inputs = lp.inputs
     if inputs.pp < 2:
         return False, start
-    g = _counted_run(inputs)
+    g = counted_run(inputs)
     total = layer_runs(inputs)[g].count
     lp.count_run(g)
     free: Domains = tuple((0, total) for _ in range(inputs.pp + inputs.num_stages))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.errors import SpecError
@@ -68,6 +69,22 @@ def exhaustive_config(
             "use mode 'optimal'",
         )
     result = ConfigResult(status="INFEASIBLE", best=None)
+    for sc in scored_partitions(inputs, modes=modes, split=split):
+        result.solver_calls += 1
+        if sc.score.feasible and (
+            result.best is None or sc.score.step_time_s < result.best.score.step_time_s
+        ):
+            result.best = sc
+    if result.best is not None:
+        result.status = "OPTIMAL"
+    return result
+
+
+def scored_partitions(
+    inputs: PartitionInputs, *, modes: tuple[RecomputeMode, ...], split: StageSplit = "any"
+) -> Iterator[Scored]:
+    """Every partition that may fit the cap (per stage, one recompute assignment for each
+    distinct (backward time, activation bytes)), scored: what exhaustive_config minimises."""
     main = _main_run(inputs)
     room = inputs.cap_bytes - inputs.fixed_bytes
     for bounds in _splits(inputs.num_layers, inputs.num_stages):
@@ -92,12 +109,4 @@ def exhaustive_config(
             if max(mem) > room * (1 + 1e-12) + 1.0:  # lenient: the scorer decides
                 continue
             part = Partition(bounds, tuple(m for combo, _ in choice for m in combo))
-            sc = score(inputs, part)
-            result.solver_calls += 1
-            if sc.feasible and (
-                result.best is None or sc.step_time_s < result.best.score.step_time_s
-            ):
-                result.best = Scored(part, sc)
-    if result.best is not None:
-        result.status = "OPTIMAL"
-    return result
+            yield Scored(part, score(inputs, part))

@@ -9,7 +9,8 @@ import pytest
 
 from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
-from planner.search.exact import Domains, _counted_run, _probe_phase, solve_config
+from planner.search.domains import Domains, counted_run
+from planner.search.exact import _probe_phase, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import layer_runs
 from planner.search.partition import Partition
@@ -22,7 +23,7 @@ THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
 def _counts(inputs: PartitionInputs, part: Partition) -> list[int]:
     """Per rank, then per stage: the counted run's layers (what the domains bound)."""
-    run = layer_runs(inputs)[_counted_run(inputs)]
+    run = layer_runs(inputs)[counted_run(inputs)]
     inside = range(run.first, run.first + run.count)
     stage = [sum(1 for i in part.stage_layers(s) if i in inside) for s in range(part.num_stages)]
     rank = [0] * inputs.pp

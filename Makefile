@@ -12,7 +12,7 @@ $(BIN)/python:
 
 # torch is pinned to the CPU build that lies on this machine's disk (a looser pin can pull
 # a multi-GB CUDA build); it is only needed by the profiler extra and the tests.
-$(STAMP): pyproject.toml setup.py planner/schedules/_kernel.c | $(BIN)/python
+$(STAMP): pyproject.toml setup.py planner/schedules/_kernel.c planner/cost/_sums.c | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev,profiler]' torch==2.13.0
 	touch $(STAMP)

@@ -3,14 +3,23 @@ that `evaluate` and the search both call, so they can never disagree."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from planner.cost.partition import MODE_INDEX, PartitionInputs
 from planner.errors import SpecError
+from planner.memo import PerObject
 from planner.schedules import SimResult, StageDurations, generate, simulate
 from planner.specs.base import RecomputeMode
 from planner.specs.request import StageSpec
+
+_sums: ModuleType | None
+try:
+    from planner.cost import _sums
+except ImportError:  # not built (no compiler at install time): the Python loop
+    _sums = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,38 @@ def score_split(
     bounds[s + 1] - 1, each stage non-empty, bounds[-1] = the layer count) and one mode per
     layer, unchecked: the search's form (it scores thousands of partitions)."""
     x = inputs
+    sums = _stage_sums if _sums is not None else stage_sums_python
+    fw, bw, w, p2p, act, post, memory = sums(x, bounds, modes)
+    schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
+    sim = simulate(
+        schedule,
+        StageDurations(fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=tuple(p2p)),
+        with_timeline=with_timeline,
+    )
+    max_post = max(post)
+    return PartitionScore(
+        step_time_s=sim.step_time_s + max_post,
+        pipeline_s=sim.step_time_s,
+        post_s=max_post,
+        bubble_fraction=sim.bubble_fraction,
+        rank_memory_bytes=tuple(memory),
+        stage_fw_s=tuple(fw),
+        stage_bw_s=tuple(bw),
+        stage_w_s=tuple(w),
+        stage_p2p_s=tuple(p2p),
+        stage_activation_bytes=tuple(act),
+        rank_post_s=tuple(post),
+        sim=sim,
+        cap_bytes=x.cap_bytes,
+    )
+
+
+def stage_sums_python(
+    x: PartitionInputs, bounds: Sequence[int], modes: Sequence[RecomputeMode]
+) -> tuple[Sequence[float], ...]:
+    """Per stage fw, bw, w, p2p and activation bytes of one micro-batch, per rank post time
+    and memory bytes: score_split's sums (in C where it was built: _stage_sums, the same
+    additions in the same order, bit-identical)."""
     fw: list[float] = []
     bw: list[float] = []
     w: list[float] = []
@@ -125,25 +166,43 @@ def score_split(
         act.append(a)
     for s, rank in enumerate(x.stage_rank):
         memory[rank] += x.inflight[s] * act[s]
-    schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
-    sim = simulate(
-        schedule,
-        StageDurations(fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=tuple(p2p)),
-        with_timeline=with_timeline,
+    return fw, bw, w, p2p, act, post, memory
+
+
+_LAYERS: PerObject[tuple[array[float], array[int], array[int]]] = PerObject()
+
+
+def _stage_sums(
+    x: PartitionInputs, bounds: Sequence[int], modes: Sequence[RecomputeMode]
+) -> tuple[Sequence[float], ...]:
+    """stage_sums_python in C (planner/cost/_sums.c)."""
+    assert _sums is not None
+    layers, ranks, inflight = _LAYERS.get(x, lambda: _tables(x))
+    n_st, pp = x.num_stages, x.pp
+    out = array("d", bytes(8 * (5 * n_st + 2 * pp)))
+    of, ob, ow = x.stage_overhead_s
+    kinds = bytes(map(MODE_INDEX.__getitem__, modes))
+    _sums.sums(
+        layers, kinds, array("i", bounds), ranks, inflight, pp, of, ob, ow, x.fixed_bytes, out
     )
-    max_post = max(post)
-    return PartitionScore(
-        step_time_s=sim.step_time_s + max_post,
-        pipeline_s=sim.step_time_s,
-        post_s=max_post,
-        bubble_fraction=sim.bubble_fraction,
-        rank_memory_bytes=tuple(memory),
-        stage_fw_s=tuple(fw),
-        stage_bw_s=tuple(bw),
-        stage_w_s=tuple(w),
-        stage_p2p_s=tuple(p2p),
-        stage_activation_bytes=tuple(act),
-        rank_post_s=tuple(post),
-        sim=sim,
-        cap_bytes=x.cap_bytes,
+    k = n_st
+    return (
+        out[:k],
+        out[k : 2 * k],
+        out[2 * k : 3 * k],
+        out[3 * k : 4 * k],
+        out[4 * k : 5 * k],
+        out[5 * k : 5 * k + pp],
+        out[5 * k + pp :],
     )
+
+
+def _tables(x: PartitionInputs) -> tuple[array[float], array[int], array[int]]:
+    """The C side's per-layer table (11 doubles per layer, _sums.c), stage ranks and in-flight
+    counts, built once per PartitionInputs."""
+    layers = array("d")
+    for i in range(x.num_layers):
+        bw, act = x.bw_input_s[i], x.activation_bytes[i]
+        layers.extend((x.fw_s[i], *bw, x.bw_weight_s[i], *act, x.post_s[i]))
+        layers.extend((x.static_bytes[i], x.p2p_s[i]))
+    return layers, array("i", x.stage_rank), array("i", x.inflight)

@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable
 from functools import lru_cache
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.memo import PerObject
+from planner.search.model import layer_runs
 from planner.search.partition import Partition
 from planner.specs.base import RecomputeMode
 
@@ -95,18 +97,53 @@ def repaired(
     for s in range(inputs.num_stages):
         spans[inputs.stage_rank[s]].append((s, bounds[s], bounds[s + 1]))
     memo = _REPAIRS.get(inputs, dict)
+    run_of = _RUN_OF.get(inputs, lambda: _run_of(inputs))
+    inflight = inputs.inflight
     for r in range(inputs.pp):
-        key = (order, tuple(spans[r]))
+        # what the repair reads of each stage: its in-flight count and the (run, count) pieces
+        # of its layers (layers of one run are equal in every number), so that stages of the
+        # same shape elsewhere in the model share the repair
+        shapes: list[tuple[int, ...]] = []
+        for s, lo, hi in spans[r]:
+            g = run_of[lo]
+            if run_of[hi - 1] == g:  # one run (runs are contiguous)
+                shapes.append((inflight[s], g, hi - lo))
+            else:
+                shapes.append((inflight[s], *_pieces(run_of, lo, hi)))
+        key = (order, tuple(shapes))
         choice = memo.get(key)
-        if choice is None:
-            choice = memo[key] = _rank_modes(inputs, order, spans[r])
-        for i, c in choice:
-            current[i] = c
+        starts = [lo for _, lo, _ in spans[r]]
+        if choice is None:  # kept as (stage of the rank, layer offset in the stage, mode)
+            choice = memo[key] = tuple(
+                (k, i - starts[k], c)
+                for i, c in _rank_modes(inputs, order, spans[r])
+                for k in [bisect.bisect_right(starts, i) - 1]
+            )
+        for k, offset, c in choice:
+            current[starts[k] + offset] = c
     return Partition(bounds, tuple(order[c] for c in current))
 
 
-# per PartitionInputs: (modes, a rank's stage spans) -> its choice
-_REPAIRS: PerObject[dict[tuple[object, ...], tuple[tuple[int, int], ...]]] = PerObject()
+def _run_of(inputs: PartitionInputs) -> list[int]:
+    """Each layer's run (planner.search.model.layer_runs)."""
+    return [g for g, run in enumerate(layer_runs(inputs)) for _ in range(run.count)]
+
+
+def _pieces(run_of: list[int], lo: int, hi: int) -> tuple[int, ...]:
+    """(run, count) of each run in layers lo .. hi - 1, flattened."""
+    out: list[int] = []
+    for i in range(lo, hi):
+        if out and out[-2] == run_of[i]:
+            out[-1] += 1
+        else:
+            out += (run_of[i], 1)
+    return tuple(out)
+
+
+_RUN_OF: PerObject[list[int]] = PerObject()
+# per PartitionInputs: (modes, the shapes of a rank's stages) -> its choice, as (stage index
+# in the rank, layer offset in the stage, index into the modes)
+_REPAIRS: PerObject[dict[tuple[object, ...], tuple[tuple[int, int, int], ...]]] = PerObject()
 
 
 def _rank_modes(

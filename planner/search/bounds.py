@@ -24,7 +24,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import overload
 
 from planner.cost import MODE_INDEX, PartitionInputs
@@ -118,10 +118,10 @@ def integer_rank_floors_s(
 def _linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: int) -> float:
     """_water_fill for levels that are linear in x, levels[r](x) = levels[r](0) + slope * x up
     to rounding (slope >= 0), without reading each one step by step: the fractional water
-    level L (sum_r max(0, L - base_r) = slope * total) puts every step of value <= L - 2 slope
-    among the `total` smallest (fewer than `total` steps lie below L - slope), so each rank
-    starts with those and a heap takes the rest, fewer than 3 per rank. The same value as the
-    step-by-step greedy (tests/planner/search/test_linear_fill.py)."""
+    level L (sum_r max(0, L - base_r) = slope * total) has at most `total` steps at or below
+    it (floor((L - b_r) / slope) per rank), so they are among the `total` smallest; each rank
+    starts with those less one (rounding) and a heap takes the rest, at most 2 per rank. The
+    same value as the step-by-step greedy (tests/planner/search/test_linear_fill.py)."""
     base = [f(0) for f in levels]
     if total <= 0 or slope <= 0.0:  # nothing to place, or constant levels
         return max(base)
@@ -132,7 +132,7 @@ def _linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: 
         level = (slope * total + acc) / k
         if k == len(order) or order[k] >= level:
             break
-    x = [max(0, math.floor((level - b) / slope) - 2) for b in base]
+    x = [max(0, math.floor((level - b) / slope) - 1) for b in base]
     heap = [(levels[r](x[r] + 1), r) for r in range(len(levels))]
     heapq.heapify(heap)  # ties go to the lowest rank, as in _water_fill
     for _ in range(total - sum(x)):
@@ -191,7 +191,13 @@ class _Whole:
     lo: list[int]  # per rank: middle layers it must hold
     free: int  # middle layers beyond the minimums
     xs: range  # 0 .. free
-    extra: list[Sequence[float]]  # per rank, per x: least recompute time to fit lo + x layers
+    curves: Callable[[], list[Sequence[float]]]  # builds `extra`
+
+    @cached_property
+    def extra(self) -> list[Sequence[float]]:
+        """Per rank, per x: the least recompute time to fit lo + x layers (built when first
+        read: a floor that the layers' work alone settles never needs it)."""
+        return self.curves()
 
 
 @lru_cache(maxsize=64)
@@ -226,13 +232,16 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     if free < 0:
         return None
     xs = range(free + 1)
-    extra: list[Sequence[float]] = [[0.0] * len(xs) for _ in range(pp)]
-    same_bytes = _same_middle(inputs, ("bw_input_s", "activation_bytes", "static_bytes"))
-    if per_stage and same_bytes:
-        extra = list(_recompute_curves(inputs, inputs.inflight, lo, free))
-    elif same_bytes:  # group floor: the in-flight counts every schedule of the group reaches
-        extra = list(_recompute_curves(inputs, group_inflight(inputs), [0] * pp, free))
-    return _Whole(f + bi + w, p, e, q, lo, free, xs, extra)
+
+    def curves() -> list[Sequence[float]]:
+        if not _same_middle(inputs, ("bw_input_s", "activation_bytes", "static_bytes")):
+            return [[0.0] * len(xs) for _ in range(pp)]
+        if per_stage:
+            return list(_recompute_curves(inputs, inputs.inflight, lo, free))
+        # group floor: the in-flight counts every schedule of the group reaches
+        return list(_recompute_curves(inputs, group_inflight(inputs), [0] * pp, free))
+
+    return _Whole(f + bi + w, p, e, q, lo, free, xs, curves)
 
 
 def _recompute_curves(

@@ -44,6 +44,7 @@ from planner.cost.memory import (
 )
 from planner.cost.partition import SPLIT_BACKWARD, ModeTriple, PartitionInputs
 from planner.cost.source import CostSource, resolve_costs
+from planner.memo import PerObject
 from planner.schedules import peak_inflight_of, stage_to_rank
 from planner.specs.base import RECOMPUTE_MODES, ScheduleName
 from planner.specs.model import LayerCost
@@ -94,7 +95,6 @@ def build_inputs(
     tp, pp, dp, sp = c.tp, c.pp, c.dp, c.sequence_parallel
     m = c.num_microbatches(training.global_batch_size)
     costs = src.layer_costs(micro_batch_size=c.micro_batch_size, tp=tp, sequence_parallel=sp)
-    n = len(costs)
     stage_rank = tuple(stage_to_rank(s, pp=pp, schedule=c.schedule) for s in range(c.num_stages))
     if given_inflight is None:
         inflight = _inflight(c.schedule, pp, c.vpp, m)
@@ -167,23 +167,18 @@ def build_inputs(
     # Layers of one kind share one LayerCost object (CostSource.layer_costs): their terms are
     # computed once per run of consecutive equal layers (a GPT's N blocks: one computation
     # and one list extension, not N).
-    keys = [
-        (id(cost), src.layers[i].kind == HEAD and i == n - 1, i == 0)
-        for i, cost in enumerate(costs)
-    ]
-    start = 0
-    for key, run in itertools.groupby(keys):
-        count = len(list(run))
+    static_total: list[float] = []
+    for start, count, is_head, first in _term_runs(src, costs):
         f, bw, bw_wt, send, av, sb, sync, opt = layer_terms(
-            costs[start], is_head=key[1], first=key[2]
+            costs[start], is_head=is_head, first=first
         )
-        start += count
         fw += [f] * count
         bw_in += [bw] * count
         bw_w += [bw_wt] * count
         p2p += [send] * count
         act += [av] * count
         static += [sb] * count
+        static_total += [sb.total_bytes] * count
         dps += [sync] * count
         opts += [opt] * count
         post += [sync + opt] * count
@@ -200,13 +195,13 @@ def build_inputs(
         pp=pp,
         vpp=c.vpp,
         num_microbatches=m,
-        layer_names=tuple(layer.name for layer in src.layers),
+        layer_names=_names(src),
         fw_s=tuple(fw),
         bw_input_s=tuple(bw_in),
         bw_weight_s=tuple(bw_w),
         p2p_s=tuple(p2p),
         activation_bytes=tuple(act),
-        static_bytes=tuple(s.total_bytes for s in static),
+        static_bytes=tuple(static_total),
         post_s=tuple(post),
         inflight=inflight,
         stage_rank=stage_rank,
@@ -225,6 +220,44 @@ def build_inputs(
         reserve_bytes=float(request.reserve_bytes),
     )
     return inputs, terms
+
+
+def _term_runs(
+    src: CostSource, costs: tuple[LayerCost, ...]
+) -> tuple[tuple[int, int, bool, bool], ...]:
+    """(first layer, count, is the head, is the first layer) of each run of consecutive layers
+    with the same LayerCost object; kept per cost point (the sweep builds thousands of
+    inputs; `costs` is the source's own cached tuple, alive as long as the source)."""
+    per_source = _RUNS.get(src, dict)
+    runs = per_source.get(id(costs))
+    if runs is None:
+        runs = per_source[id(costs)] = _term_runs_of(src, costs)
+    return runs
+
+
+def _term_runs_of(
+    src: CostSource, costs: tuple[LayerCost, ...]
+) -> tuple[tuple[int, int, bool, bool], ...]:
+    n = len(costs)
+    keys = [
+        (id(cost), src.layers[i].kind == HEAD and i == n - 1, i == 0)
+        for i, cost in enumerate(costs)
+    ]
+    out = []
+    start = 0
+    for key, run in itertools.groupby(keys):
+        count = len(list(run))
+        out.append((start, count, key[1], key[2]))
+        start += count
+    return tuple(out)
+
+
+def _names(src: CostSource) -> tuple[str, ...]:
+    return _NAMES.get(src, lambda: tuple(layer.name for layer in src.layers))
+
+
+_RUNS: PerObject[dict[int, tuple[tuple[int, int, bool, bool], ...]]] = PerObject()
+_NAMES: PerObject[tuple[str, ...]] = PerObject()
 
 
 def partition_inputs(

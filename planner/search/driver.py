@@ -193,6 +193,7 @@ def run_search(
                         num_layers,
                         _capped(elapsed, limit, cap),
                         prove=False,
+                        polish=True,
                     )
                     if entry.result is not None and _unproven(entry):
                         _reopen(entry)
@@ -298,10 +299,11 @@ def _visit(
     time_left: Callable[[], float],
     *,
     prove: bool = True,
+    polish: bool = False,
 ) -> float:
     """Bound, then solve one configuration (with what an unfinished earlier solve of it
-    learned: `_reopen`; `prove`: see exact.solve_config); returns the solvers' time spent
-    (CP-SAT and SCIP)."""
+    learned: `_reopen`; `prove`, `polish`: see exact.solve_config); returns the solvers' time
+    spent (CP-SAT and SCIP)."""
     inputs, cfg = entry.inputs, entry.config
     if entry.verdict != "pending":  # dominated, or visited already (after the improve pass)
         return 0.0
@@ -346,6 +348,7 @@ def _visit(
             known_paths=entry.known_paths,
             known_domains=entry.known_domains,
             prove=prove,
+            polish=polish,
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from planner.cost import PartitionScore
+from planner.cost import MODE_INDEX, PartitionScore
 from planner.cost.partition import PartitionInputs
 from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
@@ -69,6 +69,7 @@ BRANCH_SHARE = 0.3  # of a configuration's time left, at most, for the branch ph
 MODEL_BUILD_S = 1e-5  # seconds per path cut and stage to build the CP-SAT model (3e-6 measured, x3)
 PROBE_SOLVES = 400  # LP solves, at most, in the probing phase (_probe_phase)
 PROBE_SHARE = 0.3  # of a configuration's time left, at most, for the probing phase
+MODE_LIGHTER = 2  # layers of one stage made lighter at once by a mode move (_mode_moves)
 
 ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
 
@@ -123,6 +124,7 @@ def solve_config(
     descend: bool = True,
     prove: bool = True,
     known_domains: Domains | None = None,
+    polish: bool = False,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably.
     `prove=False`: the LP's cutting planes and branching only, no integer program and no
@@ -132,7 +134,8 @@ def solve_config(
     `paths`), added to the seeds: every path is a valid cut for every partition.
     `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
     run too, see improve_config). `known_domains`: an earlier call's `domains` (valid
-    against any bound at or below the one they were proven for)."""
+    against any bound at or below the one they were proven for). `polish`: the hill climb's
+    costlier moves from the best hint (_descend(polish=True)), even with `descend=False`."""
     sched = schedule_of(inputs)
     result = ConfigResult(status="UNKNOWN", best=None)
     seeds = seed_cuts(sched)
@@ -179,8 +182,8 @@ def solve_config(
 
     for known in hinted:
         consider(known.partition, known)
-    if descend and split == "any" and result.best is not None:
-        for better in _descend(inputs, result.best, modes, time_left=time_left):
+    if (descend or polish) and split == "any" and result.best is not None:
+        for better in _descend(inputs, result.best, modes, time_left=time_left, polish=polish):
             consider(better.partition, better)
     limit = _bound(bound_s, result.best)
     if limit is not None and _cut_settles(inputs, seeds, limit):
@@ -713,7 +716,9 @@ def _neighbours(
     return out
 
 
-def _rank_shifts(part: Partition, stage_rank: tuple[int, ...]) -> list[Partition]:
+def _rank_shifts(
+    part: Partition, stage_rank: tuple[int, ...], *, single: bool = False
+) -> list[Partition]:
     """Partitions that move one layer from each rank's chunk j to its chunk j ± 1 at once, on
     all ranks, on the first k or on the last k (schedules with several stages per rank):
     every rank keeps its layer count, the split inside each rank moves together.
@@ -733,6 +738,8 @@ def _rank_shifts(part: Partition, stage_rank: tuple[int, ...]) -> list[Partition
     b = part.bounds
     counts = [b[s + 1] - b[s] for s in range(len(b) - 1)]
     subsets = [range(pp), *(range(k) for k in range(1, pp)), *(range(k, pp) for k in range(1, pp))]
+    if single:  # one rank alone (0 and pp - 1 are above)
+        subsets += [range(r, r + 1) for r in range(1, pp - 1)]
     out: list[Partition] = []
     for j in range(vpp):
         for to in (j - 1, j + 1):
@@ -757,19 +764,22 @@ def _descend(
     modes: tuple[RecomputeMode, ...],
     rounds: int = 24,
     time_left: Callable[[], float] | None = None,
+    polish: bool = False,
 ) -> list[Scored]:
     """Hill climbing on the stage split (a heuristic, for a better incumbent and hint: the
     optimum often splits layers unevenly inside a rank, which no balanced split finds): move
     one boundary by one layer, re-pick the recompute modes for the cap (hints.repaired), keep
     the best strict improvement; where none improves, the rank shifts (_rank_shifts: one
     layer between adjacent chunks on many ranks at once); repeat. Returns the partitions it
-    moved through."""
+    moved through. `polish`: the rank shifts also move one rank alone, and at the split
+    reached, the recompute moves between a rank's stages (_mode_moves) climb the same way;
+    ~3x the scores, so only for the configuration of a new incumbent (solve_config)."""
     path: list[Scored] = []
     cur = start
     seen = {start.partition.bounds}
     for _ in range(rounds):
         step: Scored | None = None
-        for moves in (_neighbours, lambda p: _rank_shifts(p, inputs.stage_rank)):
+        for moves in (_neighbours, lambda p: _rank_shifts(p, inputs.stage_rank, single=polish)):
             for near in moves(cur.partition):
                 if time_left is not None and time_left() <= 0:
                     return path  # a round of a deep schedule takes ~0.1 s: checked per move
@@ -788,4 +798,58 @@ def _descend(
             break
         cur = step
         path.append(cur)
+    for _ in range(rounds if polish else 0):  # then the recompute modes at the split reached
+        step = None
+        for part in _mode_moves(cur.partition, inputs.stage_rank, modes):
+            if time_left is not None and time_left() <= 0:
+                return path
+            sc = Scored(part, score(inputs, part))
+            if sc.score.feasible and sc.score.step_time_s < (
+                step.score.step_time_s if step is not None else cur.score.step_time_s
+            ):
+                step = sc
+        if step is None:
+            break
+        cur = step
+        path.append(cur)
     return path
+
+
+def _mode_moves(
+    part: Partition, stage_rank: tuple[int, ...], modes: tuple[RecomputeMode, ...]
+) -> list[Partition]:
+    """Partitions with the same split and one rank's recompute moved: one layer of stage A one
+    mode lighter and, in a stage B of the same rank (A itself included), the first k layers
+    that can be one mode heavier, for every k (as many as it takes to fit the cap again:
+    a stage holding fewer micro-batches in flight frees fewer bytes per layer). Layers of a
+    stage are interchangeable where they are equal, so A's last layer above the lightest mode
+    is the one made lighter.
+
+    Why: hints.repaired recomputes where it saves the most bytes per second, which is the
+    stage holding the most micro-batches in flight; where that stage is on the critical path
+    and its rank's other stage is not, moving the recompute across is faster at the same
+    memory. 1008B's winner: the hill climb's split simulates 70.7043 s with the greedy's
+    modes, 70.7029 s with two layers of rank 13's first chunk back to no recompute and three
+    of its second chunk selective."""
+    order = sorted(modes, key=lambda m: MODE_INDEX[m])
+    level = {m: k for k, m in enumerate(order)}
+    b, cur = part.bounds, part.modes
+    stages: dict[int, list[int]] = {}
+    for s, r in enumerate(stage_rank):
+        stages.setdefault(r, []).append(s)
+    out: list[Partition] = []
+    for on_rank in stages.values():
+        for a in on_rank:
+            heavy = [i for i in reversed(range(b[a], b[a + 1])) if level[cur[i]] > 0]
+            heavy = heavy[:MODE_LIGHTER]
+            down = list(cur)
+            for lighter in heavy:
+                down[lighter] = order[level[cur[lighter]] - 1]
+                out.append(Partition(b, tuple(down)))
+                for t in on_rank:
+                    moved = list(down)
+                    for i in range(b[t], b[t + 1]):
+                        if i not in heavy and level[moved[i]] < len(order) - 1:
+                            moved[i] = order[level[moved[i]] + 1]
+                            out.append(Partition(b, tuple(moved)))
+    return out

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from planner.search.driver import Entry, MemoryGroup, Outcome, memory_rep
+from planner.search.driver import Entry, MemoryGroup, Outcome, group_time_floor, memory_rep
 from planner.search.exact import Scored
 from planner.search.hints import min_memory
 from planner.search.partition import score
 from planner.specs.request import PlanRequest
 
 GIB = 1024**3
+MEMORY_GROUPS = 8  # memory-pruned groups, lowest floors first, whose time floor "why" refines
 
 
 def _gib(x: float) -> str:
@@ -33,7 +34,12 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
         if e.time_floor_s < s.step_time_s
         and (e.verdict == "memory" or (e.result is not None and e.result.status == "INFEASIBLE"))
     ]
-    tighter += [g for g in out.memory_groups if g.time_floor_s < s.step_time_s]
+    # groups pruned by memory: their whole-layer time floors (the sweep kept only the
+    # layers' work) for the MEMORY_GROUPS lowest memory floors among those that may be faster
+    maybe = [g for g in out.memory_groups if g.time_floor_s < s.step_time_s]
+    for g in sorted(maybe, key=lambda g: g.memory_floor_bytes)[:MEMORY_GROUPS]:
+        if group_time_floor(request, out, g, s.step_time_s) < s.step_time_s:
+            tighter.append(g)
     if tighter:
         # the one closest to fitting: that is the limit that binds
         e = min(tighter, key=lambda e: (e.memory_floor_bytes, e.time_floor_s))

@@ -121,7 +121,7 @@ def repaired(
             )
         for k, offset, c in choice:
             current[starts[k] + offset] = c
-    return Partition(bounds, tuple(order[c] for c in current))
+    return Partition(bounds, tuple(map(order.__getitem__, current)))
 
 
 def _run_of(inputs: PartitionInputs) -> list[int]:

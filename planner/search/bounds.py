@@ -50,7 +50,9 @@ def chain_s(inputs: PartitionInputs) -> float:
     return sum(inputs.fw_s) + sum(map(min, inputs.bw_input_s))
 
 
-def time_floor_s(inputs: PartitionInputs) -> float:
+def time_floor_s(inputs: PartitionInputs, enough_s: float | None = None) -> float:
+    """The time floor of the module docstring; one at or above `enough_s` may be returned
+    before the recompute term of the whole-layer floors (integer_rank_floors_s)."""
     m, pp = inputs.num_microbatches, inputs.pp
     w = work_s(inputs)
     pipeline = max(m * w / pp, chain_s(inputs))
@@ -58,7 +60,7 @@ def time_floor_s(inputs: PartitionInputs) -> float:
         fill = 1.0 - (1.0 - 1.0 / m) ** pp
         pipeline = max(pipeline, w / fill, last_rank_bound_s(w, m=m, pp=pp))
     post = sum(inputs.post_s) / pp
-    whole = integer_rank_floors_s(inputs, per_stage=True)
+    whole = integer_rank_floors_s(inputs, per_stage=True, enough_s=enough_s)
     if whole is not None:
         pipeline, post = max(pipeline, whole[0]), max(post, whole[1])
     return pipeline + post

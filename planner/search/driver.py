@@ -293,7 +293,9 @@ def _sweep(
             except SpecError:
                 out.invalid += 1  # e.g. a schedule torch cannot run with this m
                 continue
-            entry = Entry(cfg, inputs, memory_floor_bytes(inputs), time_floor_s(inputs))
+            # (a floor at or above the incumbent may stop short: it is pruned either way)
+            floor = time_floor_s(inputs, enough)
+            entry = Entry(cfg, inputs, memory_floor_bytes(inputs), floor)
             entries.append(entry)
             if prune and entry.memory_floor_bytes <= inputs.cap_bytes:
                 if _cannot_win(request, out, entry) and cfg.family in out.families:

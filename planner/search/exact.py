@@ -4,13 +4,15 @@ For one configuration:
 
 1. Seed the model with one path cut per pipeline rank (its busy time: every action of the
    rank in order is a path) and the critical paths of the hint partitions.
-2. Cutting planes on the integer program (_ip_phase, SCIP) and on the LP relaxation
-   (_lp_phase, planner.search.cutlp): round the LP's fractional split, simulate it and its
+2. Cutting planes on the LP relaxation (_lp_phase, planner.search.cutlp), then on the
+   integer program (_ip_phase, SCIP): round the LP's fractional split, simulate it and its
    neighbours, add their critical paths; the LP alone may already reach K (below) and settle
-   the configuration. Then probing (_probe_phase): each rank's and stage's count of blocks
-   has its domain cut wherever that LP proves a side holds nothing better; then branch and
-   bound on those counts with the LP at every node (_branch_phase): whole layers close most
-   of the LP's remaining gap. The domains also bound the integer program and CP-SAT.
+   the configuration. All of it inside the count domains that the whole-layer floors give
+   (planner.search.domains: each rank's and stage's count of blocks, no solver). Then
+   probing (_probe_phase): each count's domain is cut wherever that LP proves a side holds
+   nothing better; then branch and bound on those counts with the LP at every node
+   (_branch_phase): whole layers close most of the LP's remaining gap. The domains also
+   bound the integer program and CP-SAT.
 3. Solve: with an incumbent, any partition with T + P <= K (a feasibility problem: T + P is a
    lower bound of the step time, see planner.search.model), where K is the best simulated step
    time known (this configuration's or the whole search's), scaled, times (1 - 5e-10), minus
@@ -350,7 +352,7 @@ def _ip_phase(
     if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS or not integer_solver_available():
         return False
     ip = CutLP(inputs, modes, integer=True, cuts=seeds)
-    if domains is not None:  # the probing phase's (every better partition lies inside)
+    if domains is not None:  # whole-layer and probed domains (every better partition inside)
         ip.count_run(counted_run(inputs))
         ip.set_count_bounds(domains)
     moves = _moves(inputs)
@@ -778,10 +780,10 @@ def _descend(
     the first strict improvement; where none improves, the rank shifts (_rank_shifts: one
     layer between adjacent chunks on many ranks at once); repeat. (The first improvement,
     not the best of a round: two runs each, 310.1B 8.8-9.1 -> 7.1-7.7 s, 1008B 6.5-6.9 ->
-    5.6-6.3 s, the same plans.) Returns the partitions it
-    moved through. `polish`: the rank shifts also move one rank alone, and at the split
-    reached, the recompute moves between a rank's stages (_mode_moves) climb the same way;
-    ~3x the scores, so only for the configuration of a new incumbent (solve_config)."""
+    5.6-6.3 s, the same plans.) Returns the partitions it moved through. `polish`: the rank
+    shifts also move one rank alone, and at the split reached, the recompute moves between a
+    rank's stages (_mode_moves) climb the same way (best improvement per round); ~3x the
+    scores, so only for the configuration of a new incumbent (solve_config)."""
     path: list[Scored] = []
     cur = start
     seen = {start.partition.bounds}

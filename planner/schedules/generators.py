@@ -325,7 +325,14 @@ def _interleaved_peaks(rank: int, pp: int, vpp: int, m: int, *, zero_bubble: boo
     held, peak = [0] * vpp, [0] * vpp
     backward_chunks: list[int] = []
     weights_done = 0
+    # In the steady state each op runs one forward and one backward whose chunks repeat with
+    # period per_round * vpp (the deferred W: the same, `rank` ops later), so every chunk's
+    # count repeats from one period to the next once the W lag is in; after it only
+    # backwards run. So no peak comes after two periods past warm-up and the lag.
+    settled = warmup + rank + 2 * per_round * vpp
     for op in range(warmup + total):
+        if settled <= op < warmup + steady:
+            break
         if op < warmup + steady:
             c = (op // per_round) % vpp
             held[c] += 1

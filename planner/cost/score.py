@@ -3,7 +3,6 @@ that `evaluate` and the search both call, so they can never disagree."""
 
 from __future__ import annotations
 
-import operator
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from types import ModuleType
 from planner.cost.partition import MODE_INDEX, PartitionInputs
 from planner.errors import SpecError
 from planner.memo import PerObject
-from planner.schedules import SimResult, StageDurations, generate, simulate, simulate_tables
+from planner.schedules import SimResult, generate, simulate_unchecked
 from planner.specs.base import RecomputeMode
 from planner.specs.request import StageSpec
 
@@ -109,19 +108,7 @@ def score_split(
     sums = _stage_sums if _sums is not None else stage_sums_python
     fw, bw, w, p2p, act, post, memory = sums(x, bounds, modes)
     schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
-    if with_timeline:
-        sim = simulate(
-            schedule,
-            StageDurations(fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=tuple(p2p)),
-        )
-    else:  # the search's form: the simulator's tables at once (the durations are valid)
-        durtab = array("d", fw)
-        durtab.extend(bw)
-        durtab.extend(map(operator.sub, bw, w))
-        durtab.extend(w)
-        lagtab = array("d", (0.0,))
-        lagtab.extend(p2p[: x.num_stages - 1])
-        sim = simulate_tables(schedule, durtab, lagtab)
+    sim = simulate_unchecked(schedule, fw, bw, w, p2p, with_timeline=with_timeline)
     max_post = max(post)
     return PartitionScore(
         step_time_s=sim.step_time_s + max_post,

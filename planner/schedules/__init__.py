@@ -4,7 +4,7 @@ from planner.schedules.generators import check_generate_args, generate, peak_inf
 from planner.schedules.inflight import peak_inflight, rank_peak_inflight
 from planner.schedules.ir import Action, ActionKind, Schedule, stage_to_rank
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
-from planner.schedules.simulate import simulate, simulate_tables
+from planner.schedules.simulate import simulate, simulate_unchecked
 from planner.schedules.svg import render_timeline_svg
 from planner.schedules.validate import format_grid, validate
 
@@ -23,7 +23,7 @@ __all__ = [
     "rank_peak_inflight",
     "render_timeline_svg",
     "simulate",
-    "simulate_tables",
+    "simulate_unchecked",
     "stage_to_rank",
     "validate",
 ]

@@ -16,6 +16,7 @@ Schedules, so the search reuses the compiled form.
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,7 +103,8 @@ def _build(schedule: Schedule) -> _Compiled:
     return _Compiled(built.flat, rank_positions, built.peak_inflight)
 
 
-def _tables(durations: StageDurations, stages: int) -> tuple[list[float], list[float]]:
+def _tables(durations: StageDurations, stages: int) -> tuple[array[float], array[float]]:
+    """stage_tables of `durations`, checked."""
     for field in ("fw_s", "bw_s", "w_s"):
         values: tuple[float, ...] = getattr(durations, field)
         if len(values) != stages:
@@ -121,8 +123,20 @@ def _tables(durations: StageDurations, stages: int) -> tuple[list[float], list[f
                 (fw[s], bw[s], w[s]),
                 "need fw_s >= 0 and bw_s >= w_s >= 0 (w_s is the weight-grad part of bw_s)",
             )
-    durtab = [*fw, *bw, *(b - x for b, x in zip(bw, w, strict=True)), *w]
-    lagtab = [0.0, *durations.p2p_s[: stages - 1]]  # lag slot b + 1: boundary b
+    return stage_tables(fw, bw, w, durations.p2p_s, stages)
+
+
+def stage_tables(
+    fw: Sequence[float], bw: Sequence[float], w: Sequence[float], p2p: Sequence[float], stages: int
+) -> tuple[array[float], array[float]]:
+    """The kernel's tables, unchecked: durations per slot (every stage's fw, then bw, then
+    bw - w, then w) and lags (0.0, then the p2p time of each boundary: slot b + 1)."""
+    durtab = array("d", fw)
+    durtab.extend(bw)
+    durtab.extend(map(operator.sub, bw, w))
+    durtab.extend(w)
+    lagtab = array("d", (0.0,))
+    lagtab.extend(p2p[: stages - 1])
     return durtab, lagtab
 
 
@@ -138,20 +152,29 @@ def simulate(
     never complete, and SpecError if `durations` does not have one value per stage.
     """
     durtab, lagtab = _tables(durations, schedule.num_stages)
-    return simulate_tables(schedule, durtab, lagtab, with_timeline=with_timeline)
+    return _run(schedule, durtab, lagtab, with_timeline=with_timeline)
 
 
-def simulate_tables(
+def simulate_unchecked(
     schedule: Schedule,
-    durtab: Sequence[float],
-    lagtab: Sequence[float],
+    fw: Sequence[float],
+    bw: Sequence[float],
+    w: Sequence[float],
+    p2p: Sequence[float],
     *,
     with_timeline: bool = False,
 ) -> SimResult:
-    """`simulate` from its tables, unchecked: `durtab` per stage fw, then bw, then bw - w,
-    then w (4 x stages), `lagtab` 0.0 then the p2p time of each boundary. For the cost
-    model's scorer, whose durations are valid by construction (the checks and the table
-    building were a fifth of a score on 310.1B's partitions)."""
+    """`simulate` of per-stage durations without their checks or a StageDurations: for the
+    cost model's scorer, whose durations are valid by construction (the checks and the tuple
+    round trip were a fifth of a score on 310.1B's partitions)."""
+    durtab, lagtab = stage_tables(fw, bw, w, p2p, schedule.num_stages)
+    return _run(schedule, durtab, lagtab, with_timeline=with_timeline)
+
+
+def _run(
+    schedule: Schedule, durtab: Sequence[float], lagtab: Sequence[float], *, with_timeline: bool
+) -> SimResult:
+    """`simulate` from the kernel's tables (stage_tables)."""
     c = _compile(schedule)
     rows = None if kernel.available() else c.ops
     step_s, start, end, busy = kernel.run(c.flat, durtab, lagtab, schedule.pp, rows)

@@ -798,9 +798,7 @@ def _descend(
                 seen.add(near.bounds)
                 part = repaired(inputs, near.bounds, modes)
                 sc = Scored(part, score(inputs, part))
-                if sc.score.feasible and sc.score.step_time_s < (
-                    step.score.step_time_s if step is not None else cur.score.step_time_s
-                ):
+                if sc.score.feasible and sc.score.step_time_s < cur.score.step_time_s:
                     step = sc
                     break  # the first strict improvement (see the docstring)
             if step is not None:

@@ -1,0 +1,118 @@
+"""The rank-balanced hints (hints.rank_balanced): every rank holds the same number of the
+largest run's layers (within one), its chunks as even as they can be, every stage non-empty;
+and on 529.6B's winning configuration they reach the plan that the stage-balanced hints and
+the hill climb miss."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+
+from bench.megatron_table1 import DEFAULT_CASES, load_cases
+from bench.search_speed import request_for
+from planner.cost import PartitionInputs, balanced_bounds, partition_inputs, resolve_costs
+from planner.schedules import generate, peak_inflight
+from planner.schedules.ir import stage_to_rank
+from planner.search.exact import Scored, improve_config
+from planner.search.hints import hint_partitions, rank_balanced
+from planner.search.model import layer_runs
+from planner.search.space import enumerate_configs
+from planner.specs.base import RecomputeMode, ScheduleName
+
+MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
+
+
+def _gpt(
+    rng: random.Random, schedule: ScheduleName, pp: int, vpp: int, blocks: int
+) -> PartitionInputs:
+    m = 2 * pp
+    sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
+    n = blocks + 2
+    fw = (0.1, *([1.0] * blocks), 0.3)
+    act = tuple((a, a * 0.4, a * 0.05) for a in (0.5, *([2.0] * blocks), 0.5))
+    return PartitionInputs(
+        schedule=schedule,
+        pp=pp,
+        vpp=vpp,
+        num_microbatches=m,
+        layer_names=tuple(f"l{i}" for i in range(n)),
+        fw_s=fw,
+        bw_input_s=tuple((2 * f, 2.2 * f, 3 * f) for f in fw),
+        bw_weight_s=tuple(f for f in fw),
+        p2p_s=(0.01,) * n,
+        activation_bytes=act,
+        static_bytes=(1.0,) * n,
+        post_s=(0.1,) * n,
+        inflight=peak_inflight(sched),
+        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
+        fixed_bytes=1.0,
+        cap_bytes=rng.uniform(20, 200),
+        allowed_modes=MODES,
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_rank_holds_the_same_blocks_within_one(seed: int) -> None:
+    rng = random.Random(7300 + seed)
+    schedule: ScheduleName = rng.choice(["zbv", "interleaved-1f1b"])
+    pp = rng.randint(2, 6)
+    vpp = 2 if schedule == "zbv" else rng.randint(2, 4)
+    blocks = rng.randint(pp * vpp - 2, 5 * pp * vpp)
+    inputs = _gpt(rng, schedule, pp, vpp, blocks)
+    splits = rank_balanced(inputs)
+    assert splits, "some split exists: at least as many layers as stages"
+    for bounds in splits:
+        assert bounds[0] == 0 and bounds[-1] == inputs.num_layers
+        assert all(a < b for a, b in itertools.pairwise(bounds)), bounds  # no empty stage
+        counts = [b - a for a, b in itertools.pairwise(bounds)]
+        # blocks per stage: the first and last stage also hold the embedding and the head
+        held = [c - (s == 0) - (s == len(counts) - 1) for s, c in enumerate(counts)]
+        per_rank = [0] * pp
+        chunks: list[list[int]] = [[] for _ in range(pp)]
+        for s, r in enumerate(inputs.stage_rank):
+            per_rank[r] += held[s]
+            chunks[r].append(held[s])
+        assert sum(per_rank) == blocks
+        assert max(per_rank) - min(per_rank) <= 1, per_rank
+        assert all(max(c) - min(c) <= 1 for c in chunks), chunks
+    # and they are among the hints
+    hinted = {h.bounds for h in hint_partitions(inputs, MODES, None)}
+    assert set(splits) <= hinted
+
+
+def test_none_for_one_stage_per_rank() -> None:
+    inputs = _gpt(random.Random(1), "1f1b", 4, 1, 12)
+    assert rank_balanced(inputs) == []
+    assert layer_runs(inputs)[1].count == 12
+
+
+@pytest.mark.skipif(not Path(DEFAULT_CASES).exists(), reason="../shared/cases is not here")
+def test_529b_winner_is_reached_only_through_the_rank_balanced_hints() -> None:
+    """529.6B's tp = 4 pp = 21 zbv (105 blocks, 42 stages): the stage-balanced hints give
+    ranks 0 and 20 six blocks, and the hill climb from them stops over 15 % slower than the
+    rank-balanced hint (five blocks per rank), which it cannot reach by one-boundary moves."""
+    case = next(c for c in load_cases(DEFAULT_CASES) if c["name"] == "megatron-gpt-529.6b")
+    req = request_for(case, 30)
+    src = resolve_costs(req)
+    n = len(src.layers)
+    cfg = next(
+        c
+        for c in enumerate_configs(req, num_layers=n)
+        if (c.tp, c.pp, c.schedule, c.micro_batch_size, c.zero_stage) == (4, 21, "zbv", 1, 1)
+    )
+    inputs = partition_inputs(req, cfg.candidate(), source=src)
+    ranked = set(rank_balanced(inputs))
+    extra = (*(lo for lo, _ in balanced_bounds(n, inputs.num_stages)), n)
+    hints = hint_partitions(inputs, cfg.modes, extra)
+    stage_only = tuple(h for h in hints if h.bounds not in ranked)
+    assert len(stage_only) < len(hints)
+
+    def best(found: list[Scored]) -> float:
+        return min(sc.score.step_time_s for sc in found if sc.score.feasible)
+
+    with_ranks = best(improve_config(inputs, modes=cfg.modes, hints=hints))
+    without = best(improve_config(inputs, modes=cfg.modes, hints=stage_only))
+    assert without > 1.15 * with_ranks, (without, with_ranks)

@@ -40,6 +40,12 @@ from planner.specs.base import RecomputeMode
 
 # Floors from the LP are used with this relative margin above GLOP's / SCIP's tolerances.
 MARGIN = 1e-6
+# GLOP re-solves warm: no presolve (it rebuilds the problem and drops the basis on every
+# solve) and the dual simplex (a basis stays dual feasible when a cut row is added or a count
+# bound moves, which is all that changes between solves). On 529.6B's tp = 4 pp = 21 zbv,
+# 65 solves adding 10 cuts each: 549 -> 173 ms; 42 probing solves: 368 -> 186 ms; same
+# optima.
+GLOP_PARAMETERS = "use_preprocessing: false use_dual_simplex: true"
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,8 @@ class CutLP:
         solver = pywraplp.Solver.CreateSolver(backend)
         if solver is None:  # pragma: no cover - both ship with OR-Tools
             raise RuntimeError(f"OR-Tools has no {backend} solver")
+        if not self.integer:
+            solver.SetSolverSpecificParametersAsString(GLOP_PARAMETERS)
         self.solver = solver
         self._cap: pywraplp.Constraint | None = None  # T + P <= cap (solve_integer)
         self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)

@@ -60,7 +60,6 @@ REL_TOL = 5e-10
 LP_ROUNDS = 10  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
 IP_ROUNDS = 40  # cutting-plane rounds on the integer program (_ip_phase)
 IP_SOLVE_S = 0.25  # at most this per SCIP solve; past it CP-SAT decides
-IP_SECOND_PASS = 4  # x IP_SOLVE_S per solve in a configuration's second, uncapped pass
 IP_SHARE = 0.3  # of a configuration's time left, at most, for the integer program's rounds
 LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
 LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
@@ -205,11 +204,11 @@ def solve_config(
     # s, 310.1B 12.5 -> 9.2 s.) Their cutting planes simulate partitions that may break a
     # framework's stage split, so under one only the LP floor runs.
     # A second call with `known_paths` (a capped first pass) has had its LP rounds (their
-    # cuts are among the known paths); its SCIP solves get IP_SECOND_PASS x longer (145.6B's
-    # tp=2 pp=16 zbv: settled by a 0.3 s solve after its first pass, vs 6 s of CP-SAT).
+    # cuts are among the known paths). (Its SCIP solves got 4 x IP_SOLVE_S until session 7,
+    # for 145.6B's tp=2 pp=16 zbv, which no longer needs them; on 529.6B's winner, pp = 21
+    # zbv, they spent 1.75 s without a result before CP-SAT's 1.2 s proof.)
     rounds = LP_ROUNDS if split == "any" and not known_paths else 0
     lp = CutLP(inputs, modes) if inputs.num_stages * inputs.num_layers <= LP_MAX_CELLS else None
-    solve_s = IP_SOLVE_S * (IP_SECOND_PASS if known_paths else 1)
 
     def ip_settles() -> bool:
         return (
@@ -223,7 +222,6 @@ def solve_config(
                 consider,
                 time_left,
                 result,
-                solve_s=solve_s,
                 domains=result.domains,
             )
         )

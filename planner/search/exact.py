@@ -241,9 +241,14 @@ def solve_config(
         closed = False
         if known_domains is None:
             closed, result.domains = _probe_phase(lp, limit, time_left, result, result.domains)
-        return closed or _branch_phase(
+        if closed:
+            return True
+        closed, hull = _branch_phase(
             lp, seeds, limit, consider, time_left, result, root=result.domains
         )
+        if not closed and hull is not None:
+            result.domains = intersect(result.domains, hull)
+        return closed
 
     if limit is not None and (lp_settles() or ip_settles()):
         result.status = _settled(result, bound_s)
@@ -448,7 +453,7 @@ def _branch_phase(
     time_left: Callable[[], float] | None = None,
     result: ConfigResult | None = None,
     root: Domains | None = None,
-) -> bool:
+) -> tuple[bool, Domains | None]:
     """Branch and bound on how many layers of the largest run (a GPT's blocks) each pipeline
     rank holds, then each stage, with the cut LP at every node. True if every node's LP floor
     reaches the bound: nothing can beat it.
@@ -464,19 +469,23 @@ def _branch_phase(
     - 1.046 of the incumbent in 8 solves of 3 ms. Where every rank's count is whole, the
     stage whose count is furthest from whole splits the node in two (count <= floor, >=
     ceil). Each node first runs up to BRANCH_ROUNDS cutting-plane rounds (its rounded point
-    simulated, its critical path added: valid at every node). Gives up (False: CP-SAT
-    decides) when every count is whole, after BRANCH_SOLVES LP solves or when the time is
-    up."""
+    simulated, its critical path added: valid at every node). A node whose counts are all
+    whole stays open (nothing to branch on); so do the nodes left after BRANCH_SOLVES LP
+    solves or when the time is up. Returns (True, _) if every node closed, else (False, the
+    hull of the open nodes): every better partition lies in an open node, so in their hull,
+    which CP-SAT and later calls start from (529.6B's winner, pp = 21 zbv: the branching had
+    given up at its first whole node and started over on every visit)."""
     inputs, modes = lp.inputs, lp.modes
     g = counted_run(inputs)
     total, pp, n = layer_runs(inputs)[g].count, inputs.pp, inputs.num_layers
     if pp < 2:
-        return False
+        return False, root
     lp.count_run(g)
     time_left = _share(time_left, BRANCH_SHARE) if time_left is not None else None
     free = tuple((0, total) for _ in range(pp + inputs.num_stages))
     stack = [root if root is not None else free]  # root: the probing phase's domains
     solves = 0
+    open_nodes: list[Domains] = []  # whole counts everywhere: nothing to branch on
     try:
         while stack:
             node = stack.pop()
@@ -489,11 +498,11 @@ def _branch_phase(
                     or solves >= BRANCH_SOLVES
                     or (time_left is not None and time_left() <= 0)
                 ):
-                    return False
+                    return False, _hull([*open_nodes, node, *stack])
                 point = lp.solve()
                 solves += 1
                 if point is None:
-                    return False
+                    return False, _hull([*open_nodes, node, *stack])
                 if point.reaches(bound):
                     point = None  # closed (an infeasible node too: its value is inf)
                     break
@@ -504,13 +513,22 @@ def _branch_phase(
                 continue
             children = _children(node, point.rank_counts, point.run_stage_counts, total)
             if children is None:
-                return False  # whole counts everywhere: nothing to branch on
-            stack.extend(children)
-        return True
+                open_nodes.append(node)
+            else:
+                stack.extend(children)
+        return (False, _hull(open_nodes)) if open_nodes else (True, None)
     finally:
         lp.set_count_bounds(free)
         if result is not None:
             result.solver_calls += solves
+
+
+def _hull(nodes: list[Domains]) -> Domains:
+    """The smallest domains holding every node's."""
+    return tuple(
+        (min(lo for lo, _ in cells), max(hi for _, hi in cells))
+        for cells in zip(*nodes, strict=True)
+    )
 
 
 def _probe_phase(

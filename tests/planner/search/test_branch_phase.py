@@ -1,6 +1,7 @@
 """The branch phase (planner.search.exact._branch_phase): branch and bound on how many blocks
 each rank holds, the cut LP at every node. It may only say "nothing beats the bound" when the
-exhaustive optimum indeed does not; and it should say so where whole layers are the gap."""
+exhaustive optimum indeed does not, and the hull of the nodes it leaves open holds every better
+partition; and it should say so where whole layers are the gap."""
 
 from __future__ import annotations
 
@@ -11,18 +12,22 @@ import pytest
 
 from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
+from planner.search.domains import Domains
 from planner.search.exact import Scored, _branch_phase, _children
-from planner.search.exhaustive import exhaustive_config
+from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path
 from planner.specs.base import RecomputeMode
 from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
+from tests.planner.search.test_probe_phase import _counts, _inside
 from tests.planner.search.test_recompute_curve import mixed_case
 
 THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
 
-def _branch(inputs: PartitionInputs, cuts: list[PathCut], bound: float) -> bool:
+def _branch(
+    inputs: PartitionInputs, cuts: list[PathCut], bound: float
+) -> tuple[bool, Domains | None]:
     seeds = list(cuts)
     sched = schedule_of(inputs)
 
@@ -42,8 +47,19 @@ def test_the_branch_phase_never_refutes_a_better_partition(seed: int) -> None:
         return
     step = best.score.step_time_s
     cuts = path_cuts(inputs, rng, random_partitions=3)
-    # the optimum beats 1.001 x itself: that bound must never be settled
-    assert not _branch(inputs, cuts, step * 1.001)
+    # the optimum beats 1.001 x itself: that bound must never be settled, and every partition
+    # below it lies inside the hull of the open nodes
+    bound = step * 1.001
+    closed, hull = _branch(inputs, cuts, bound)
+    assert not closed
+    if hull is not None:
+        below = [
+            sc.partition
+            for sc in scored_partitions(inputs, modes=THREE)
+            if sc.score.feasible and sc.score.step_time_s < bound
+        ]
+        assert below
+        assert all(_inside(_counts(inputs, part), hull) for part in below)
 
 
 def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
@@ -67,7 +83,7 @@ def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
         assert point is not None
         total += 1
         lp_alone += point.reaches(bound)
-        settled += _branch(inputs, cuts, bound)
+        settled += _branch(inputs, cuts, bound)[0]
     assert total >= 20
     assert settled >= lp_alone + 4, (settled, lp_alone, total)
 

@@ -10,9 +10,6 @@ g's layers in stage s with mode k, every stage holds at least one layer, no cont
         memory_r(x) <= cap - fixed                 per rank r
 
 (X_c: the boundaries between ranks the path crosses, each at least the cheapest p2p time.)
-With `integer=True` the same rows over integer x, solved by SCIP as a feasibility problem
-T + P <= cap (`solve_integer`): the integer cutting-plane phase of planner.search.exact, whose
-solutions are partitions for a GPT.
 
 Every real partition is a feasible point whose objective is at most its simulated step time,
 so each optimum is a lower bound of the configuration's optimum. Why it is kept: one LP with a
@@ -28,17 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ortools.linear_solver import pywraplp
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.search.model import layer_runs, undominated_modes
-from planner.search.partition import Partition
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
 
-# Floors from the LP are used with this relative margin above GLOP's / SCIP's tolerances.
+# Floors from the LP are used with this relative margin above GLOP's tolerances.
 MARGIN = 1e-6
 # GLOP re-solves warm: no presolve (it rebuilds the problem and drops the basis on every
 # solve) and the dual simplex (a basis stays dual feasible when a cut row is added or a count
@@ -61,35 +56,18 @@ class LpPoint:
         return self.value_s >= bound_s * (1 + MARGIN)
 
 
-@dataclass(frozen=True)
-class IpPoint:
-    status: str  # "infeasible" (nothing under the cap: proof), "feasible" or "unknown" (time)
-    partition: Partition | None  # the solution as a partition, when its counts form one
-    wall_s: float = 0.0  # SCIP's own wall time for this solve
-
-
-@lru_cache(maxsize=1)
-def integer_solver_available() -> bool:
-    """Whether this OR-Tools build has SCIP (the PyPI wheels do); without it the integer
-    cutting-plane phase is skipped and CP-SAT does its work."""
-    return pywraplp.Solver.CreateSolver("SCIP") is not None
-
-
 class CutLP:
-    """GLOP model of the relaxation; `add_cut` appends a row, `solve` re-solves. With
-    `integer`, the same rows over integer layer counts, solved by SCIP (`solve_integer`)."""
+    """GLOP model of the relaxation; `add_cut` appends a row, `solve` re-solves."""
 
     def __init__(
         self,
         inputs: PartitionInputs,
         modes: tuple[RecomputeMode, ...],
         *,
-        integer: bool = False,
         cuts: Iterable[PathCut] = (),
     ) -> None:
         self.inputs = inputs
         self.modes = modes
-        self.integer = integer
         self._cuts: list[PathCut] = []
         self._seen: set[PathCut] = set()
         # every boundary a path crosses (between ranks) costs at least the cheapest p2p
@@ -105,22 +83,18 @@ class CutLP:
         runs = layer_runs(inputs)
         self._first = [run.first for run in runs]
         n, n_st = inputs.num_layers, inputs.num_stages
-        backend = "SCIP" if self.integer else "GLOP"
-        solver = pywraplp.Solver.CreateSolver(backend)
-        if solver is None:  # pragma: no cover - both ship with OR-Tools
-            raise RuntimeError(f"OR-Tools has no {backend} solver")
-        if not self.integer:
-            solver.SetSolverSpecificParametersAsString(GLOP_PARAMETERS)
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver is None:  # pragma: no cover - ships with OR-Tools
+            raise RuntimeError("OR-Tools has no GLOP solver")
+        solver.SetSolverSpecificParametersAsString(GLOP_PARAMETERS)
         self.solver = solver
-        self._cap: pywraplp.Constraint | None = None  # T + P <= cap (solve_integer)
         self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)
         for g, run in enumerate(runs):
             lo = max(0, run.first - (n - n_st))
             hi = min(n_st - 1, run.first + run.count - 1)
             for s in range(lo, hi + 1):
                 for mode in undominated_modes(inputs, run.first, modes):
-                    make = solver.IntVar if self.integer else solver.NumVar
-                    self.x[(g, s, MODE_INDEX[mode])] = make(0.0, run.count, "")
+                    self.x[(g, s, MODE_INDEX[mode])] = solver.NumVar(0.0, run.count, "")
         for g, run in enumerate(runs):
             row = solver.Constraint(run.count, run.count)
             for (gg, _, _), var in self.x.items():
@@ -230,53 +204,6 @@ class CutLP:
         return LpPoint(
             self.solver.Objective().Value(), tuple(layers), tuple(counts), tuple(run_layers)
         )
-
-    def solve_integer(self, cap_s: float, time_limit_s: float) -> IpPoint:
-        """SCIP on the integer rows (`integer=True`) with T + P <= cap_s and no objective: any
-        solution, or the proof that none exists (much faster than proving a minimum). The
-        solution is returned as a partition when its per-stage counts are one (always for a
-        GPT: the first and last layer are runs of their own, fixed to the first and last
-        stage, and every stage's blocks are then a contiguous range)."""
-        if self._cap is None:
-            self._cap = self.solver.Constraint(-self.solver.infinity(), cap_s)
-            self._cap.SetCoefficient(self.t, 1.0)
-            self._cap.SetCoefficient(self.p, 1.0)
-            self.solver.Objective().Clear()
-        self._cap.SetUb(cap_s)
-        self.solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
-        started = self.solver.WallTime()
-        code = self.solver.Solve()
-        wall = (self.solver.WallTime() - started) / 1000
-        if code == pywraplp.Solver.INFEASIBLE:
-            return IpPoint("infeasible", None, wall)
-        if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-            return IpPoint("unknown", None, wall)
-        return IpPoint("feasible", self._decode(), wall)
-
-    def _decode(self) -> Partition | None:
-        """Lay the counts out stage by stage, runs in layer order; None if some run's layers
-        would land outside that run (the counts are not a contiguous partition)."""
-        by_index = {MODE_INDEX[m]: m for m in self.modes}
-        per_cell: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for (g, s, k), var in sorted(self.x.items()):
-            c = round(var.solution_value())
-            if c:
-                per_cell.setdefault((g, s), []).append((k, c))
-        runs = layer_runs(self.inputs)
-        bounds = [0]
-        modes: list[RecomputeMode] = []
-        for s in range(self.inputs.num_stages):
-            for g, run in enumerate(runs):
-                for k, c in per_cell.get((g, s), ()):
-                    if not (run.first <= len(modes) and len(modes) + c <= run.first + run.count):
-                        return None
-                    modes.extend([by_index[k]] * c)
-            if len(modes) == bounds[-1]:
-                return None  # an empty stage
-            bounds.append(len(modes))
-        if len(modes) != self.inputs.num_layers:
-            return None
-        return Partition(tuple(bounds), tuple(modes))
 
 
 def rounded_bounds(stage_layers: tuple[float, ...], num_layers: int) -> tuple[int, ...]:

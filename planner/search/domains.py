@@ -3,7 +3,7 @@ counted run (a GPT's blocks) that every partition better than a bound must hold.
 
 The probing phase of planner.search.exact proves such domains with the LP; this module
 derives them without a solver, from the whole-layer rank floors of planner.search.bounds
-(integer_rank_floors_s), so that the LP, the integer program and CP-SAT start inside them.
+(integer_rank_floors_s), so that the LP, probing, branching and CP-SAT start inside them.
 
 For a GPT (embedding, N equal blocks, head), rank r holding D_r blocks makes every partition's
 step time at least

@@ -12,7 +12,7 @@ Objective `bubble`: the partition of each configuration is its time-optimal one;
 are ranked by (bubble fraction, step time), so none is pruned by time.
 
 Time. The planning core reads no clock. Without a `clock`, the budget is charged with the
-solvers' own wall time of each solve (CP-SAT's and SCIP's; what we hand them as their time limit
+solvers' own wall time of each solve (CP-SAT's; what we hand them as their time limit
 is what is left); the Python work around it is not counted. Callers that can read the clock
 (CLI, service) pass `clock=time.monotonic` and then the whole search is charged. Either way a
 search that runs out of time returns its best plan so far marked FEASIBLE; if it has none yet,
@@ -226,12 +226,12 @@ def run_search(
         capped = []
         # The configuration of the incumbent gets INCUMBENT_CAP x the share: it must be proven
         # whatever comes, and a capped proof is redone in the second pass (529.6B's winner,
-        # pp = 21 zbv: its branching and SCIP solves again, 1.3 + 1.6 s; 529.6B 6.2 -> 5.2-5.4 s,
-        # the other rows unchanged).
+        # pp = 21 zbv: its branching and integer program again, 1.3 + 1.6 s; 529.6B 6.2 ->
+        # 5.2-5.4 s, the other rows unchanged).
         for entry in fresh:
             mine = out.best is not None and out.best[0] is entry
-            share = _capped(elapsed, limit, INCUMBENT_CAP * cap if mine else cap)
-            solver_s += _visit(request, out, entry, split, num_layers, share)
+            own = _capped(elapsed, limit, INCUMBENT_CAP * cap if mine else cap)
+            solver_s += _visit(request, out, entry, split, num_layers, own)
             if _unproven(entry) and elapsed() < limit:
                 capped.append(entry)  # its share ran out, not the search's time
         for entry in capped:
@@ -333,7 +333,7 @@ def _visit(
 ) -> float:
     """Bound, then solve one configuration (with what an unfinished earlier solve of it
     learned: `_reopen`; `prove`, `polish`: see exact.solve_config); returns the solvers' time
-    spent (CP-SAT and SCIP)."""
+    spent (CP-SAT)."""
     inputs, cfg = entry.inputs, entry.config
     if entry.verdict != "pending":  # dominated, or visited already (after the improve pass)
         return 0.0

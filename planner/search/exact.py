@@ -4,15 +4,15 @@ For one configuration:
 
 1. Seed the model with one path cut per pipeline rank (its busy time: every action of the
    rank in order is a path) and the critical paths of the hint partitions.
-2. Cutting planes on the LP relaxation (_lp_phase, planner.search.cutlp), then on the
-   integer program (_ip_phase, SCIP): round the LP's fractional split, simulate it and its
-   neighbours, add their critical paths; the LP alone may already reach K (below) and settle
-   the configuration. All of it inside the count domains that the whole-layer floors give
-   (planner.search.domains: each rank's and stage's count of blocks, no solver). Then
-   probing (_probe_phase): each count's domain is cut wherever that LP proves a side holds
-   nothing better; then branch and bound on those counts with the LP at every node
-   (_branch_phase): whole layers close most of the LP's remaining gap. The domains also
-   bound the integer program and CP-SAT.
+2. Cutting planes on the LP relaxation (_lp_phase, planner.search.cutlp): round the LP's
+   fractional split, simulate it and its neighbours, add their critical paths; the LP alone
+   may already reach K (below) and settle the configuration. All of it inside the count
+   domains that the whole-layer floors give (planner.search.domains: each rank's and
+   stage's count of blocks, no solver). Then probing (_probe_phase): each count's domain
+   is cut wherever that LP proves a side holds nothing better; then branch and bound on
+   those counts with the LP at every node (_branch_phase): whole layers close most of the
+   LP's remaining gap. The domains (and
+   the hull of the nodes the branching leaves open) also bound CP-SAT.
 3. Solve: with an incumbent, any partition with T + P <= K (a feasibility problem: T + P is a
    lower bound of the step time, see planner.search.model), where K is the best simulated step
    time known (this configuration's or the whole search's), scaled, times (1 - 5e-10), minus
@@ -42,8 +42,7 @@ from planner.cost import MODE_INDEX, PartitionScore
 from planner.cost.partition import PartitionInputs
 from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
-from planner.search.cutlp import MARGIN as LP_MARGIN
-from planner.search.cutlp import CutLP, LpPoint, integer_solver_available, rounded_bounds
+from planner.search.cutlp import CutLP, LpPoint, rounded_bounds
 from planner.search.domains import Domains, counted_run, intersect, is_empty, whole_layer_domains
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit, layer_runs
@@ -58,9 +57,6 @@ from planner.specs.base import RecomputeMode
 # compares step times at a relative 1e-9.
 REL_TOL = 5e-10
 LP_ROUNDS = 10  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
-IP_ROUNDS = 40  # cutting-plane rounds on the integer program (_ip_phase)
-IP_SOLVE_S = 0.25  # at most this per SCIP solve; past it CP-SAT decides
-IP_SHARE = 0.3  # of a configuration's time left, at most, for the integer program's rounds
 LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
 LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
 LP_ACTION_BUDGET = 200_000  # ... or as many as keep (moves x schedule actions) below this
@@ -128,9 +124,9 @@ def solve_config(
     polish: bool = False,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably.
-    `prove=False`: the LP's cutting planes and branching only, no integer program and no
-    CP-SAT (status FEASIBLE unless a floor settled it): their better partitions without the
-    cost of a proof.
+    `prove=False`: the LP's cutting planes, probing and branching only, no CP-SAT (status
+    FEASIBLE unless a floor settled it): their better partitions without the cost of a
+    proof.
     `known_paths`: path cuts of this configuration found before (an earlier, capped call's
     `paths`), added to the seeds: every path is a valid cut for every partition.
     `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
@@ -197,34 +193,17 @@ def solve_config(
         if is_empty(result.domains):
             result.status = _settled(result, bound_s)
             return result
-    # The LP floor (with its cutting planes, then probing and branching on block counts) and
-    # the integer floor may settle it without CP-SAT, the LP first. (The integer program went
-    # first where stages hold under 3 layers, where the LP's fractional layers were far off,
-    # until the LP started inside the domains above: 18.4B 1.12 -> 0.70 s, 145.6B 4.2 -> 2.9
-    # s, 310.1B 12.5 -> 9.2 s.) Their cutting planes simulate partitions that may break a
-    # framework's stage split, so under one only the LP floor runs.
-    # A second call with `known_paths` (a capped first pass) has had its LP rounds (their
-    # cuts are among the known paths). (Its SCIP solves got 4 x IP_SOLVE_S until session 7,
-    # for 145.6B's tp=2 pp=16 zbv, which no longer needs them; on 529.6B's winner, pp = 21
-    # zbv, they spent 1.75 s without a result before CP-SAT's 1.2 s proof.)
+    # The LP floor (with its cutting planes, then probing and branching on block counts) may
+    # settle it without CP-SAT. Its cutting planes simulate partitions that may break a
+    # framework's stage split, so under one only the LP floor runs. A second call with
+    # `known_paths` (a capped first pass) has had its LP rounds (their cuts are among the
+    # known paths). (Until session 7 an integer program, SCIP on the LP's rows over whole
+    # counts, ran after the LP phase and before CP-SAT; inside the domains and the branching's
+    # hull it no longer settled anything CP-SAT did not settle faster: without it 310.1B 3.46
+    # -> 3.05 s, 529.6B 4.85 -> 4.16 s, 1008B 1.99 -> 1.68 s, the 200 random exactness
+    # cases 2.6 -> 1.8 s in all.)
     rounds = LP_ROUNDS if split == "any" and not known_paths else 0
     lp = CutLP(inputs, modes) if inputs.num_stages * inputs.num_layers <= LP_MAX_CELLS else None
-
-    def ip_settles() -> bool:
-        return (
-            prove
-            and split == "any"
-            and _ip_phase(
-                inputs,
-                modes,
-                seeds,
-                lambda: _bound(bound_s, result.best),
-                consider,
-                time_left,
-                result,
-                domains=result.domains,
-            )
-        )
 
     def lp_settles() -> bool:
         limit = lambda: _bound(bound_s, result.best)  # noqa: E731
@@ -250,7 +229,7 @@ def solve_config(
             result.domains = intersect(result.domains, hull)
         return closed
 
-    if limit is not None and (lp_settles() or ip_settles()):
+    if limit is not None and lp_settles():
         result.status = _settled(result, bound_s)
         return result
     if not prove:  # the cheap phases only (the driver's at-once visit of a new incumbent)
@@ -326,68 +305,6 @@ def improve_config(
         best = min(feasible, key=lambda sc: sc.score.step_time_s)
         out += _descend(inputs, best, modes, time_left=time_left)
     return out
-
-
-def _ip_phase(
-    inputs: PartitionInputs,
-    modes: tuple[RecomputeMode, ...],
-    seeds: list[PathCut],
-    limit: Callable[[], float | None],
-    consider: Callable[[Partition], Scored],
-    time_left: Callable[[], float] | None = None,
-    result: ConfigResult | None = None,
-    rounds: int = IP_ROUNDS,
-    solve_s: float = IP_SOLVE_S,
-    domains: Domains | None = None,
-) -> bool:
-    """Cutting planes on the *integer* program (planner.search.cutlp.CutLP(integer=True),
-    SCIP): the LP's rows over whole layer counts, every real partition a feasible point. Asks
-    for any solution with T + P <= the incumbent x (1 + 1e-6): none (True) means nothing can
-    beat the incumbent. Otherwise, for a GPT, the solution's counts are a partition: simulate
-    it (it may be a better incumbent), add its critical path, ask again. Stops (False: CP-SAT
-    decides) when the solution's own cut is already in (it ties the incumbent within the
-    program's 1e-6 tolerances: CP-SAT settles it exactly), when the counts are not a
-    partition, when a solve hits `solve_s` or after `rounds`. Why: the LP with fractional
-    layers stays 0.3-1 % below the optimum when stages hold one or two layers, and closing that
-    took CP-SAT 0.06-60 s per configuration depending on the cuts it had (18.4B's pp = 2
-    interleaved vpp 10-14); the integer program with the seed cuts alone is above the
-    incumbent there in 0.01-0.2 s."""
-    if inputs.num_stages * inputs.num_layers > LP_MAX_CELLS or not integer_solver_available():
-        return False
-    ip = CutLP(inputs, modes, integer=True, cuts=seeds)
-    if domains is not None:  # whole-layer and probed domains (every better partition inside)
-        ip.count_run(counted_run(inputs))
-        ip.set_count_bounds(domains)
-    moves = _moves(inputs)
-    # at most IP_SHARE of what is left: the LP phase and CP-SAT (which prove the cases it
-    # does not, e.g. 145.6B's winner) get the rest
-    time_left = _share(time_left, IP_SHARE) if time_left is not None else None
-    for _ in range(rounds):
-        bound = limit()
-        left = time_left() if time_left is not None else solve_s
-        if bound is None or left <= 0:
-            return False
-        point = ip.solve_integer(bound * (1 + LP_MARGIN), min(solve_s, left))
-        if result is not None:  # SCIP solves count (and are charged) like CP-SAT's
-            result.solver_calls += 1
-            result.solver_wall_s += point.wall_s
-        if point.status == "infeasible":
-            return True
-        if point.partition is None:
-            return False
-        part = point.partition
-        scored, fresh = _probe(ip, seeds, consider, part)
-        if not scored.score.feasible:  # over the cap within the program's tolerance
-            part = repaired(inputs, part.bounds, modes)
-            fresh += _probe(ip, seeds, consider, part)[1]
-        if not fresh:
-            return False
-        # its one-boundary neighbours: the paths the next solutions would need, at once
-        for near in _neighbours(part, None, moves):
-            if time_left is not None and time_left() <= 0:
-                break
-            _probe(ip, seeds, consider, near)
-    return False
 
 
 def _lp_phase(

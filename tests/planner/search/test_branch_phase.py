@@ -13,7 +13,7 @@ import pytest
 from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains
-from planner.search.exact import Scored, _branch_phase, _children
+from planner.search.exact import Scored, _branch_phase, _children, solve_config
 from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path
@@ -139,3 +139,26 @@ def test_whole_rank_counts_branch_on_a_fractional_stage() -> None:
     for kid in kids:
         assert not all(lo <= x <= hi for x, (lo, hi) in zip(lp, kid, strict=True))
     assert _children(node, rank_counts, (1.0, 2.0, 2.0, 2.0), total) is None  # all whole
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_settled_configuration_has_no_better_partition(seed: int) -> None:
+    """solve_config with a bound: when the LP, probing and branching (or CP-SAT) settle it as
+    BOUNDED, the exhaustive optimum is no better than the bound; OPTIMAL equals it."""
+    rng = random.Random(12_000 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = gpt_inputs(rng, schedule, vpp)
+    best = exhaustive_config(inputs, modes=THREE).best
+    if best is None:
+        return
+    step = best.score.step_time_s
+    for factor in (0.995, 1.0, 1.01):
+        bound = step * factor
+        res = solve_config(
+            inputs, modes=THREE, bound_s=bound, time_limit_s=30, workers=1, neighbours=False
+        )
+        if res.status == "BOUNDED":
+            assert step >= bound * (1 - 1e-9)
+        else:
+            assert res.status == "OPTIMAL" and res.best is not None
+            assert res.best.score.step_time_s == pytest.approx(step, rel=1e-9)

@@ -275,7 +275,16 @@ def solve_config(
             return result
         scored = consider(out.partition)
         if neighbours and split == "any":  # a move could break a framework's stage split
-            for near in _neighbours(out.partition):
+            # its one-boundary neighbours, and its rank shifts (one layer between chunks of
+            # one rank or of many, every rank keeping its count): CP-SAT's next partitions
+            # differ from it in how ranks split their blocks between chunks (the domains often
+            # fix every rank's count). 529.6B's winner, pp = 21 zbv, alone: 9 CP-SAT solves,
+            # 5.35 s -> 3 solves, 2.32 s.
+            near_by = (
+                *_neighbours(out.partition),
+                *_rank_shifts(out.partition, inputs.stage_rank, single=True),
+            )
+            for near in near_by:
                 if left() <= 0:
                     break
                 consider(near)

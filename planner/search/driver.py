@@ -72,6 +72,7 @@ class Entry:
     seeds: tuple[Scored, ...] = ()  # hints scored (and hill-climbed) by the improve pass
     known_paths: tuple[PathCut, ...] = ()  # path cuts of an earlier, unfinished solve
     known_domains: Domains | None = None  # ... and the count domains it proved
+    probed: bool = False  # ... after probing them to the end
     descended: bool = False  # the improve pass ran its hill climb to the end
 
 
@@ -377,6 +378,7 @@ def _visit(
             time_left=time_left,
             known_paths=entry.known_paths,
             known_domains=entry.known_domains,
+            probed=entry.probed,
             prove=prove,
             polish=polish,
         )
@@ -439,6 +441,7 @@ def _reopen(entry: Entry) -> None:
     if entry.result is not None:
         entry.known_paths = tuple(entry.result.paths)
         entry.known_domains = entry.result.domains
+        entry.probed = entry.result.probed
     entry.verdict, entry.result = "pending", None
 
 

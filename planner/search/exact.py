@@ -91,6 +91,7 @@ class ConfigResult:
     evaluated: list[Scored] = field(default_factory=list)
     paths: list[PathCut] = field(default_factory=list)  # every path cut it collected
     domains: Domains | None = None  # count domains that hold every better partition
+    probed: bool = False  # ... and the probing phase ran to its fixed point on them
 
 
 def horizon_s(inputs: PartitionInputs) -> float:
@@ -123,6 +124,7 @@ def solve_config(
     prove: bool = True,
     known_domains: Domains | None = None,
     polish: bool = False,
+    probed: bool = False,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably.
     `prove=False`: the LP's cutting planes and probing only, no branching and no CP-SAT
@@ -132,8 +134,9 @@ def solve_config(
     `paths`), added to the seeds: every path is a valid cut for every partition.
     `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
     run too, see improve_config). `known_domains`: an earlier call's `domains` (valid
-    against any bound at or below the one they were proven for). `polish`: the hill climb's
-    costlier moves from the best hint (_descend(polish=True)), even with `descend=False`."""
+    against any bound at or below the one they were proven for); `probed`: its `probed`.
+    `polish`: the hill climb's costlier moves from the best hint (_descend(polish=True)),
+    even with `descend=False`."""
     sched = schedule_of(inputs)
     result = ConfigResult(status="UNKNOWN", best=None)
     seeds = seed_cuts(sched)
@@ -149,7 +152,7 @@ def solve_config(
     # The CP-SAT model is built when first needed (most configurations are settled by a
     # floor before it), with every path cut collected so far.
     model: PartitionModel | None = None
-    result.domains = known_domains
+    result.domains, result.probed = known_domains, probed
 
     def cp_model() -> PartitionModel:
         nonlocal model
@@ -221,12 +224,15 @@ def solve_config(
             return lp is not None
         if split != "any":
             return False
-        # probed once per configuration: a later call (after the driver's visit without proof or a
-        # capped first pass) starts from those domains and goes on to the branching (310.1B
-        # 9.8-11.0 -> 8.4-9.5 s, 1008B 7.7-8.0 -> 6.0-7.4 s; re-probing at the same bound
-        # mostly repeated the same LP solves)
+        # probed to its fixed point once per configuration: a later call (after the driver's
+        # visit without proof or a capped first pass) starts from those domains and goes on to
+        # the branching (310.1B 9.8-11.0 -> 8.4-9.5 s, 1008B 7.7-8.0 -> 6.0-7.4 s; re-probing
+        # at the same bound mostly repeated the same LP solves). Probing cut short by its
+        # time share is resumed: at a 60 GiB cap, 310.1B's pp = 20 zbv was probed for 0.41 s
+        # of a capped first pass, then CP-SAT ran 19.8 s without a result in the second;
+        # probing to the end settles it in 0.8 s.
         closed = False
-        if known_domains is None:
+        if not result.probed:
             closed, result.domains = _probe_phase(lp, limit, time_left, result, result.domains)
         if closed:
             return True
@@ -489,7 +495,8 @@ def _probe_phase(
     side. Repeated while a domain shrinks (each shrink moves the LP point). Returns (True,
     _) if the whole domain closes (nothing beats the bound), else (False, the domains, None
     if none shrank); every better partition lies inside them, whatever bound at or below
-    this one is asked later.
+    this one is asked later. `result.probed` says whether it reached a fixed point (no
+    domain shrinks) rather than its share of the time or PROBE_SOLVES.
 
     Why: the branching's cover splits a node into one child per rank, and its tree grows
     with pp; probing shrinks every domain at once and keeps what it learns. 145.6B's winner
@@ -506,6 +513,8 @@ def _probe_phase(
     dom = list(start if start is not None else free)
     time_left = _share(time_left, PROBE_SHARE) if time_left is not None else None
     solves = 0
+    if result is not None:
+        result.probed = False
 
     def closes(domains: list[tuple[int, int]], bound: float) -> tuple[bool, LpPoint | None]:
         nonlocal solves
@@ -552,6 +561,8 @@ def _probe_phase(
                 if dom[k][0] > dom[k][1]:
                     return True, tuple(dom)  # both sides closed: nothing better anywhere
             if not shrunk:
+                if result is not None and not spent():  # (spent: the round was cut short)
+                    result.probed = True  # a fixed point: nothing more to learn at this bound
                 break
     finally:
         lp.set_count_bounds(free)

@@ -5,12 +5,14 @@ domains) finds the exhaustive optimum."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains, counted_run
-from planner.search.exact import _probe_phase, solve_config
+from planner.search.exact import ConfigResult, _probe_phase, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import layer_runs
 from planner.search.partition import Partition
@@ -63,3 +65,33 @@ def test_solve_config_with_probing_finds_the_exhaustive_optimum(seed: int) -> No
     assert (oracle is None) == (got is None)
     if oracle is not None and got is not None:
         assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)
+
+
+def test_probing_cut_short_is_not_a_fixed_point() -> None:
+    """`result.probed` is set only where a round shrank nothing with solves to spare: probing
+    stopped by its time share or solve cap must be resumed by a later call (solve_config's
+    `probed`), not taken as done."""
+    reached = stopped = 0
+    for seed in range(30):
+        rng, inputs = mixed_case(24_000, seed)
+        if inputs.pp < 2:
+            continue
+        oracle = exhaustive_config(inputs, modes=THREE).best
+        if oracle is None:
+            continue
+        cuts = path_cuts(inputs, rng, random_partitions=3)
+        bound = oracle.score.step_time_s * 1.02  # the optimum beats it: never closed
+        full = ConfigResult(status="UNKNOWN", best=None)
+        closed, _ = _probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b, result=full)  # type: ignore[misc]
+        assert not closed
+        reached += full.probed
+        short = ConfigResult(status="UNKNOWN", best=None)
+        budget = iter([1.0, 1.0, 0.0])  # the share's start, one solve, then out of time
+
+        def time_left(it: Iterator[float] = budget) -> float:
+            return next(it, 0.0)
+
+        _probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b, time_left, short)  # type: ignore[misc]
+        assert not short.probed
+        stopped += 1
+    assert reached >= 10 and stopped >= 10, (reached, stopped)

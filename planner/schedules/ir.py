@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from planner.specs.base import ScheduleName
 
@@ -48,6 +49,16 @@ def stage_to_rank(stage: int, *, pp: int, schedule: ScheduleName) -> int:
     if schedule == "zbv":
         return stage if stage < pp else 2 * pp - 1 - stage
     return stage % pp
+
+
+@lru_cache(maxsize=256)
+def rank_stages(stage_rank: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """Per rank, its stages in order (stage_rank: each stage's rank, 0 .. pp - 1): the
+    chunks of an interleaved or zbv rank, first to last."""
+    out: list[list[int]] = [[] for _ in range(max(stage_rank) + 1)]
+    for s, r in enumerate(stage_rank):
+        out[r].append(s)
+    return tuple(map(tuple, out))
 
 
 @dataclass(frozen=True)

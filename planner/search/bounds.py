@@ -28,6 +28,7 @@ from functools import cached_property, lru_cache
 from typing import overload
 
 from planner.cost import MODE_INDEX, PartitionInputs
+from planner.schedules import rank_stages
 from planner.search.paths import PathCut
 
 
@@ -252,9 +253,7 @@ def _recompute_curves(
     """_recompute_curve of every rank r (with lo[r]) at these in-flight counts, the parts
     they share computed once."""
     n_st = inputs.num_stages
-    stages: list[list[int]] = [[] for _ in range(inputs.pp)]
-    for s, r in enumerate(inputs.stage_rank):
-        stages[r].append(s)
+    stages = rank_stages(inputs.stage_rank)
     bw, act = inputs.bw_input_s[1], inputs.activation_bytes[1]
     ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
     base = min(ks, key=lambda k: (bw[k], act[k]))

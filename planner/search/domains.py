@@ -26,6 +26,7 @@ LP's probing took ~100 solves to find.
 from __future__ import annotations
 
 from planner.cost import PartitionInputs
+from planner.schedules import rank_stages
 from planner.search.bounds import integer_rank_floors_s, rank_levels
 from planner.search.model import layer_runs
 
@@ -73,9 +74,7 @@ def whole_layer_domains(inputs: PartitionInputs, limit_s: float) -> Domains | No
     top = sum(hi for _, hi in ranks)
     ranks = [(max(lo, total - (top - hi)), hi) for lo, hi in ranks]
     least = [0 if s in (0, n_st - 1) else 1 for s in range(n_st)]
-    on_rank: list[list[int]] = [[] for _ in range(pp)]
-    for s, r in enumerate(inputs.stage_rank):
-        on_rank[r].append(s)
+    on_rank = rank_stages(inputs.stage_rank)
     stage_hi = [0] * n_st
     for r, stages in enumerate(on_rank):
         held = sum(least[s] for s in stages)

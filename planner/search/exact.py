@@ -40,6 +40,7 @@ from typing import Literal
 
 from planner.cost import MODE_INDEX, PartitionScore
 from planner.cost.partition import PartitionInputs
+from planner.schedules import rank_stages
 from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
 from planner.search.cutlp import CutLP, LpPoint, rounded_bounds
@@ -707,10 +708,8 @@ def _rank_shifts(
     than its second, one rank at a time: each such step alone is no better, the critical
     path runs through every rank. 1008B's tp = 8 pp = 16 zbv: the balanced 4 + 4 blocks per
     rank simulate 71.40 s (no single move improves it); 5 + 3 on every rank, 70.75 s."""
-    pp = max(stage_rank) + 1
-    chunks: list[list[int]] = [[] for _ in range(pp)]
-    for s, r in enumerate(stage_rank):
-        chunks[r].append(s)
+    chunks = rank_stages(stage_rank)
+    pp = len(chunks)
     vpp = min(len(c) for c in chunks)
     if vpp < 2:
         return []
@@ -814,11 +813,8 @@ def _mode_moves(
     order = sorted(modes, key=lambda m: MODE_INDEX[m])
     level = {m: k for k, m in enumerate(order)}
     b, cur = part.bounds, part.modes
-    stages: dict[int, list[int]] = {}
-    for s, r in enumerate(stage_rank):
-        stages.setdefault(r, []).append(s)
     out: list[Partition] = []
-    for on_rank in stages.values():
+    for on_rank in rank_stages(stage_rank):
         for a in on_rank:
             heavy = [i for i in reversed(range(b[a], b[a + 1])) if level[cur[i]] > 0]
             heavy = heavy[:MODE_LIGHTER]

@@ -18,6 +18,8 @@ from functools import lru_cache
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.memo import PerObject
+from planner.schedules import rank_stages
+from planner.search.domains import counted_run
 from planner.search.model import layer_runs
 from planner.search.partition import Partition
 from planner.specs.base import RecomputeMode
@@ -212,12 +214,9 @@ def rank_balanced(inputs: PartitionInputs) -> list[tuple[int, ...]]:
     pp, n_st = inputs.pp, inputs.num_stages
     if n_st <= pp:
         return []
-    runs = layer_runs(inputs)
-    run = max(runs, key=lambda r: r.count)
+    run = layer_runs(inputs)[counted_run(inputs)]
     before, after = run.first, inputs.num_layers - run.first - run.count
-    chunks: list[list[int]] = [[] for _ in range(pp)]
-    for s, r in enumerate(inputs.stage_rank):
-        chunks[r].append(s)
+    chunks = rank_stages(inputs.stage_rank)
     q, rem = divmod(run.count, pp)
     out: list[tuple[int, ...]] = []
     for extra_on in (range(pp - rem, pp), range(rem)):

@@ -3,13 +3,13 @@ simulator scores strictly faster, and the exact loop's answer does not depend on
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 
 import pytest
 
 from planner.cost import MODE_INDEX, PartitionInputs
-from planner.schedules import generate, peak_inflight
 from planner.schedules.ir import stage_to_rank
 from planner.search.exact import (
     MODE_LIGHTER,
@@ -23,7 +23,7 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import quick_partition
 from planner.search.partition import Partition, score
 from planner.specs.base import ScheduleName
-from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs
+from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs, pipeline_inputs
 from tests.planner.search.test_recompute_curve import THREE, mixed_case
 
 
@@ -112,30 +112,26 @@ def _memory_bound_pipeline(rng: random.Random) -> PartitionInputs:
     pp, vpp = rng.choice([3, 4]), 2
     blocks = rng.randint(3, 5) * pp * vpp // 2 * 2
     n, m = blocks + 2, rng.choice([2 * pp, 4 * pp])
-    sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
     f, b, w, a = (rng.uniform(0.5, 1.0), rng.uniform(0.5, 1.0), rng.uniform(0.4, 0.8), 1.5)
     act = ((0.1,) * 3, *([(a, a * rng.uniform(0.3, 0.6), a * 0.1)] * blocks), (0.5,) * 3)
-    inflight = peak_inflight(sched)
-    total = sum(x[0] * max(inflight) for x in act) + n
-    return PartitionInputs(
-        schedule=schedule,
-        pp=pp,
-        vpp=vpp,
-        num_microbatches=m,
-        layer_names=tuple(f"l{i}" for i in range(n)),
-        fw_s=(0.1, *([f] * blocks), 0.5),
-        bw_input_s=((0.1,) * 3, *([(b, b * rng.uniform(1.02, 1.1), b * 1.4)] * blocks), (0.5,) * 3),
-        bw_weight_s=(0.05, *([w] * blocks), 0.3),
-        p2p_s=(0.01,) * n,
-        activation_bytes=act,
-        static_bytes=(1.0,) * n,
-        post_s=(0.0,) * n,
-        inflight=inflight,
-        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
-        fixed_bytes=1.0,
-        cap_bytes=1.0 + total / pp * rng.uniform(0.3, 0.7),
-        allowed_modes=THREE,
+    bw_in = ((0.1,) * 3, *([(b, b * rng.uniform(1.02, 1.1), b * 1.4)] * blocks), (0.5,) * 3)
+    inputs = pipeline_inputs(
+        schedule,
+        pp,
+        vpp,
+        m,
+        fw=(0.1, *([f] * blocks), 0.5),
+        bw_input=bw_in,
+        bw_weight=(0.05, *([w] * blocks), 0.3),
+        p2p=(0.01,) * n,
+        act=act,
+        static=(1.0,) * n,
+        post=(0.0,) * n,
+        cap=0.0,  # set below, from the in-flight counts
+        modes=THREE,
     )
+    total = sum(x[0] * max(inputs.inflight) for x in act) + n
+    return dataclasses.replace(inputs, cap_bytes=1.0 + total / pp * rng.uniform(0.3, 0.7))
 
 
 def test_polish_finds_partitions_the_plain_climb_misses() -> None:

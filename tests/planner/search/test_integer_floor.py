@@ -32,13 +32,53 @@ SCHEDULES: list[tuple[ScheduleName, int]] = [
 MODES: tuple[RecomputeMode, ...] = ("none", "full")
 
 
+def pipeline_inputs(
+    schedule: ScheduleName,
+    pp: int,
+    vpp: int,
+    m: int,
+    *,
+    fw: tuple[float, ...],
+    bw_input: tuple[tuple[float, float, float], ...],
+    bw_weight: tuple[float, ...],
+    p2p: tuple[float, ...],
+    act: tuple[tuple[float, float, float], ...],
+    static: tuple[float, ...],
+    post: tuple[float, ...],
+    cap: float,
+    modes: tuple[RecomputeMode, ...],
+    fixed: float = 1.0,
+) -> PartitionInputs:
+    """PartitionInputs of the given per-layer numbers on a real schedule: its in-flight
+    counts and stage ranks come from planner.schedules (the tests' one constructor)."""
+    sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
+    return PartitionInputs(
+        schedule=schedule,
+        pp=pp,
+        vpp=vpp,
+        num_microbatches=m,
+        layer_names=tuple(f"l{i}" for i in range(len(fw))),
+        fw_s=fw,
+        bw_input_s=bw_input,
+        bw_weight_s=bw_weight,
+        p2p_s=p2p,
+        activation_bytes=act,
+        static_bytes=static,
+        post_s=post,
+        inflight=peak_inflight(sched),
+        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
+        fixed_bytes=fixed,
+        cap_bytes=cap,
+        allowed_modes=modes,
+    )
+
+
 def gpt_inputs(rng: random.Random, schedule: ScheduleName, vpp: int) -> PartitionInputs:
     pp = rng.choice([1, 2, 3]) if schedule not in ("interleaved-1f1b", "zbv") else 2
     n = rng.randint(max(3, pp * vpp), 7)
     m = rng.choice([pp, 2 * pp, 4])
     if schedule == "interleaved-1f1b" and m % max(1, m // pp):
         m = pp
-    sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
 
     def layer() -> tuple[float, tuple[float, float, float], float, float, float]:
         bw = rng.uniform(0.1, 2.0)
@@ -56,24 +96,20 @@ def gpt_inputs(rng: random.Random, schedule: ScheduleName, vpp: int) -> Partitio
     act = tuple((a, a, a * 0.3) for a in (rng.uniform(1, 4) for _ in range(n)))
     act = (act[0], *([act[1]] * (n - 2)), act[-1])
     static = (rng.uniform(1, 5), *([rng.uniform(1, 5)] * (n - 2)), rng.uniform(1, 5))
-    return PartitionInputs(
-        schedule=schedule,
-        pp=pp,
-        vpp=vpp,
-        num_microbatches=m,
-        layer_names=tuple(f"l{i}" for i in range(n)),
-        fw_s=tuple(r[0] for r in rows),
-        bw_input_s=tuple(r[1] for r in rows),
-        bw_weight_s=tuple(r[2] for r in rows),
-        p2p_s=tuple(r[3] for r in rows),
-        activation_bytes=act,
-        static_bytes=static,
-        post_s=tuple(r[4] for r in rows),
-        inflight=peak_inflight(sched),
-        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
-        fixed_bytes=1.0,
-        cap_bytes=rng.choice([1e9, 30.0, 60.0]),
-        allowed_modes=MODES,
+    return pipeline_inputs(
+        schedule,
+        pp,
+        vpp,
+        m,
+        fw=tuple(r[0] for r in rows),
+        bw_input=tuple(r[1] for r in rows),
+        bw_weight=tuple(r[2] for r in rows),
+        p2p=tuple(r[3] for r in rows),
+        act=act,
+        static=static,
+        post=tuple(r[4] for r in rows),
+        cap=rng.choice([1e9, 30.0, 60.0]),
+        modes=MODES,
     )
 
 

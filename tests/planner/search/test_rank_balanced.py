@@ -14,13 +14,12 @@ import pytest
 from bench.megatron_table1 import DEFAULT_CASES, load_cases
 from bench.search_speed import request_for
 from planner.cost import PartitionInputs, balanced_bounds, partition_inputs, resolve_costs
-from planner.schedules import generate, peak_inflight
-from planner.schedules.ir import stage_to_rank
 from planner.search.exact import Scored, improve_config
 from planner.search.hints import hint_partitions, rank_balanced
 from planner.search.model import layer_runs
 from planner.search.space import enumerate_configs
 from planner.specs.base import RecomputeMode, ScheduleName
+from tests.planner.search.test_integer_floor import pipeline_inputs
 
 MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
@@ -28,29 +27,22 @@ MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 def _gpt(
     rng: random.Random, schedule: ScheduleName, pp: int, vpp: int, blocks: int
 ) -> PartitionInputs:
-    m = 2 * pp
-    sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
     n = blocks + 2
     fw = (0.1, *([1.0] * blocks), 0.3)
-    act = tuple((a, a * 0.4, a * 0.05) for a in (0.5, *([2.0] * blocks), 0.5))
-    return PartitionInputs(
-        schedule=schedule,
-        pp=pp,
-        vpp=vpp,
-        num_microbatches=m,
-        layer_names=tuple(f"l{i}" for i in range(n)),
-        fw_s=fw,
-        bw_input_s=tuple((2 * f, 2.2 * f, 3 * f) for f in fw),
-        bw_weight_s=tuple(f for f in fw),
-        p2p_s=(0.01,) * n,
-        activation_bytes=act,
-        static_bytes=(1.0,) * n,
-        post_s=(0.1,) * n,
-        inflight=peak_inflight(sched),
-        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
-        fixed_bytes=1.0,
-        cap_bytes=rng.uniform(20, 200),
-        allowed_modes=MODES,
+    return pipeline_inputs(
+        schedule,
+        pp,
+        vpp,
+        2 * pp,
+        fw=fw,
+        bw_input=tuple((2 * f, 2.2 * f, 3 * f) for f in fw),
+        bw_weight=fw,
+        p2p=(0.01,) * n,
+        act=tuple((a, a * 0.4, a * 0.05) for a in (0.5, *([2.0] * blocks), 0.5)),
+        static=(1.0,) * n,
+        post=(0.1,) * n,
+        cap=rng.uniform(20, 200),
+        modes=MODES,
     )
 
 

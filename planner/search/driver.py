@@ -227,8 +227,8 @@ def run_search(
         capped = []
         # The configuration of the incumbent gets INCUMBENT_CAP x the share: it must be proven
         # whatever comes, and a capped proof is redone in the second pass (529.6B's winner,
-        # pp = 21 zbv: its branching and integer program again, 1.3 + 1.6 s; 529.6B 6.2 ->
-        # 5.2-5.4 s, the other rows unchanged).
+        # pp = 21 zbv: a 1.3 s first pass, then its branching and proof again, 1.6 s; 529.6B
+        # 6.2 -> 5.2-5.4 s, the other rows unchanged).
         for entry in fresh:
             mine = out.best is not None and out.best[0] is entry
             own = _capped(elapsed, limit, INCUMBENT_CAP * cap if mine else cap)

@@ -11,8 +11,8 @@ For one configuration:
    stage's count of blocks, no solver). Then probing (_probe_phase): each count's domain
    is cut wherever that LP proves a side holds nothing better; then branch and bound on
    those counts with the LP at every node (_branch_phase): whole layers close most of the
-   LP's remaining gap. The domains (and
-   the hull of the nodes the branching leaves open) also bound CP-SAT.
+   LP's remaining gap. The domains (and the hull of the nodes the branching leaves open)
+   also bound CP-SAT.
 3. Solve: with an incumbent, any partition with T + P <= K (a feasibility problem: T + P is a
    lower bound of the step time, see planner.search.model), where K is the best simulated step
    time known (this configuration's or the whole search's), scaled, times (1 - 5e-10), minus

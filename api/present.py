@@ -11,6 +11,7 @@ from typing import Any
 from api.problems import ProblemError
 from api.store.plans import Cursor
 from api.store.tables import PlanRow
+from planner.plan import recompute_summary
 
 
 def plan_links(plan_id: str) -> dict[str, str]:
@@ -31,9 +32,32 @@ def plan_document(row: PlanRow, *, cache_hit: bool) -> dict[str, Any]:
         "cache_hit": cache_hit,
         "tags": list(row.tags),
         "request": row.request,
-        "result": row.result,
+        "result": current_result(row.result),
         "links": plan_links(row.id),
     }
+
+
+def current_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A stored result in today's schema without validating all of it (a large plan takes
+    milliseconds): plans stored before `recompute_blocks` existed named the search's
+    predominant mode as `recompute`; their summary is taken from their stages again."""
+    plans = [result.get("plan"), *result.get("alternatives", ())]
+    if all(not isinstance(p, dict) or "recompute_blocks" in p for p in plans):
+        return result
+    out = dict(result)
+    out["plan"] = _summarised(result["plan"])
+    out["alternatives"] = [_summarised(p) for p in result.get("alternatives", ())]
+    return out
+
+
+def _summarised(plan: Any) -> Any:
+    if not isinstance(plan, dict) or "recompute_blocks" in plan:
+        return plan
+    stages = plan.get("stages") or ()
+    if not all(isinstance(s, dict) and s.get("recompute") for s in stages):
+        return plan
+    summary, blocks = recompute_summary([m for s in stages for m in s["recompute"]])
+    return {**plan, "recompute": summary, "recompute_blocks": blocks}
 
 
 SUMMARY_FIELDS = (

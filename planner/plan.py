@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from planner.specs.base import Frozen, RecomputeMode, ScheduleName
+from planner.specs.base import RECOMPUTE_MODES, Frozen, RecomputeMode, ScheduleName
 from planner.specs.model import ModelArch
 from planner.specs.request import Candidate, PlanRequest, StageSpec
+
+
+def recompute_summary(
+    modes: Sequence[RecomputeMode],
+) -> tuple[RecomputeMode | Literal["mixed"], dict[RecomputeMode, int]]:
+    """(the mode of every decoder block or 'mixed', blocks per mode) of a model's per-layer
+    modes, layer 0 (the embedding) and the last layer (the head) left out.
+
+    >>> recompute_summary(["none", "selective", "none", "selective", "none"])
+    ('mixed', {'none': 1, 'selective': 2})
+    """
+    blocks = list(modes[1:-1]) if len(modes) > 2 else list(modes)
+    counts = Counter(blocks)
+    summary: RecomputeMode | Literal["mixed"] = blocks[0] if len(counts) == 1 else "mixed"
+    return summary, {m: counts[m] for m in RECOMPUTE_MODES if counts[m]}
 
 
 class MemoryBreakdown(Frozen):
@@ -91,10 +108,65 @@ class Plan(Frozen):
     seq_length: int
     zero_stage: int
     sequence_parallel: bool
-    recompute: RecomputeMode = Field(description="the predominant per-layer mode")
+    recompute: RecomputeMode | Literal["mixed"] = Field(
+        description="the recompute mode of every decoder block (layers 1 .. n-2; the embedding "
+        "and head are in `stages`), or 'mixed' when the blocks differ"
+    )
+    recompute_blocks: dict[RecomputeMode, int] = Field(
+        default_factory=dict, description="decoder blocks per recompute mode"
+    )
+    gpus_per_node: int | None = Field(
+        default=None,
+        description="GPUs per node of the cluster the plan was made for (None: not recorded)",
+    )
     stages: tuple[StageSpec, ...]
     prediction: Prediction
     why: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _summarise_recompute(cls, data: Any) -> Any:
+        """`recompute` and `recompute_blocks` always describe the stages' per-layer modes.
+
+        A stage without a per-layer list gets `recompute` on every layer (the rule of a
+        Candidate). Plans stored before the summary existed said the search's predominant mode
+        (e.g. 'none' with 46 of 96 blocks 'selective'); they are summarised again on load.
+        """
+        if not isinstance(data, dict) or not isinstance(data.get("stages"), list | tuple):
+            return data
+        try:
+            stages = [StageSpec.model_validate(s) for s in data["stages"]]
+        except ValueError:
+            return data  # the field's own validation reports it
+        default = data.get("recompute")
+        if any(s.recompute is None for s in stages):
+            if default not in RECOMPUTE_MODES:
+                return data  # `_check_recompute` names the stage
+            stages = [
+                s
+                if s.recompute is not None
+                else s.model_copy(update={"recompute": (default,) * s.num_layers})
+                for s in stages
+            ]
+        summary, blocks = recompute_summary([m for s in stages for m in s.recompute or ()])
+        return {**data, "stages": stages, "recompute": summary, "recompute_blocks": blocks}
+
+    @model_validator(mode="after")
+    def _check_recompute(self) -> Plan:
+        for i, s in enumerate(self.stages):
+            if s.recompute is None:
+                raise ValueError(
+                    f"stages[{i}] (layers [{s.layers[0]}, {s.layers[1]})) has no per-layer "
+                    f"recompute, and recompute={self.recompute!r} names no single mode"
+                )
+        return self
+
+    @property
+    def predominant_recompute(self) -> RecomputeMode:
+        """The mode of most decoder blocks (the first of equals in none, selective, full)."""
+        if self.recompute != "mixed":
+            return self.recompute
+        return max(RECOMPUTE_MODES, key=lambda m: self.recompute_blocks.get(m, 0))
 
     @classmethod
     def build(
@@ -129,6 +201,7 @@ class Plan(Frozen):
             zero_stage=candidate.zero_stage,
             sequence_parallel=candidate.sequence_parallel,
             recompute=candidate.recompute,
+            gpus_per_node=request.cluster.gpus_per_node,
             stages=candidate.stages,
             prediction=prediction,
             why=why,
@@ -144,7 +217,7 @@ class Plan(Frozen):
             micro_batch_size=self.micro_batch_size,
             zero_stage=self.zero_stage,
             sequence_parallel=self.sequence_parallel,
-            recompute=self.recompute,
+            recompute=self.predominant_recompute,
             stages=self.stages,
         )
 

@@ -73,7 +73,12 @@ def _print(result: PlanResult) -> None:
     typer.echo(
         f"degrees        tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp}  schedule {p.schedule}  "
         f"mbs={p.micro_batch_size} m={p.num_microbatches}  ZeRO-{p.zero_stage}  "
-        f"sp={p.sequence_parallel}"
+        f"sp={p.sequence_parallel}  recompute {p.recompute}"
+        + (
+            " (" + ", ".join(f"{n} {m}" for m, n in p.recompute_blocks.items()) + " blocks)"
+            if p.recompute == "mixed"
+            else ""
+        )
     )
     typer.echo(
         f"step time      {_seconds(pr.step_time_s)}  bubble {pr.bubble_fraction:.2%}  "

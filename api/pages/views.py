@@ -46,7 +46,11 @@ GIB = 1024**3
 def templates() -> Jinja2Templates:
     t = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
     t.env.globals.update(
-        fmt_s=fmt_s, gib=lambda b: f"{b / GIB:.2f}", pct=pct, recompute_summary=recompute_summary
+        fmt_s=fmt_s,
+        gib=lambda b: f"{b / GIB:.2f}",
+        pct=pct,
+        recompute_summary=recompute_summary,
+        block_counts=block_counts,
     )
     return t
 
@@ -64,6 +68,11 @@ def pct(x: float | None) -> str:
 def recompute_summary(modes: tuple[str, ...]) -> str:
     counts = {m: modes.count(m) for m in ("none", "selective", "full") if m in modes}
     return ", ".join(f"{n}× {m}" for m, n in counts.items())
+
+
+def block_counts(blocks: dict[str, int]) -> str:
+    """Decoder blocks per recompute mode, e.g. 'decoder blocks: 50 none, 46 selective'."""
+    return "decoder blocks: " + ", ".join(f"{n} {m}" for m, n in blocks.items())
 
 
 def _principal(request: Request) -> Principal | Response:

@@ -75,7 +75,7 @@ def stage_layout(plan: Plan, *, num_blocks: int | None = None) -> list[StageLayo
                 f"ended ({cursor})"
             )
         cursor = end
-        modes = spec.recompute or tuple(plan.recompute for _ in range(first, end))
+        modes = spec.recompute or (plan.predominant_recompute,) * (end - first)
         out.append(
             StageLayout(
                 index=i,

@@ -10,6 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
+from api.launch_fit import fit_cluster, stored_gpus_per_node
 from planner.errors import SpecError, UnsupportedPlanError
 from planner.launch import Deployment, LaunchBundle, render
 from planner.plan import Plan
@@ -156,6 +157,8 @@ def launch(
         message = describe_validation(exc)
         fail(message, as_json=as_json, doc={"error": "invalid input", "detail": message})
     try:
+        stored = stored_gpus_per_node(doc.get("request")) if isinstance(doc, dict) else None
+        deployment = fit_cluster(plan, deployment, gpus_per_node=stored)
         bundle = render(plan, deployment, target=target, framework=framework)
     except UnsupportedPlanError as exc:
         fail(

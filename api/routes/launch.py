@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from api.deps import PrincipalDep, SessionDep
+from api.launch_fit import fit_cluster, stored_gpus_per_node
 from api.problems import ProblemError, field_errors
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
@@ -74,6 +75,7 @@ def _bundle(
     if row is None:
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     plan = PlanResult.model_validate(row.result).plan
+    deployment = fit_cluster(plan, deployment, gpus_per_node=stored_gpus_per_node(row.request))
     try:
         return render(plan, deployment, target=target, framework=framework)  # type: ignore[arg-type]
     except (SpecError, UnsupportedPlanError):

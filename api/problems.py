@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.refusal import summarise
 from api.schemas.problem import PROBLEM_JSON
 from planner.errors import InfeasibleError, NotFoundError, SpecError, UnsupportedPlanError
 
@@ -142,6 +143,19 @@ def field_errors(errors: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def unsupported_problem(exc: UnsupportedPlanError, *, pp: int | None) -> dict[str, Any]:
+    """The fields of the short 422 for a plan the framework cannot express (api.refusal)."""
+    summary = summarise(exc.framework, exc.reasons, pp=pp)
+    return {
+        "title": "Plan cannot be expressed",
+        "detail": summary["detail"],
+        "kind": "unsupported-plan",
+        "framework": exc.framework,
+        "reasons": summary["reasons"],
+        "fix": summary["fix"],
+    }
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into a problem document."""
 
@@ -218,15 +232,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(UnsupportedPlanError)
     async def _unsupported(request: Request, exc: UnsupportedPlanError) -> JSONResponse:
-        return problem_response(
-            422,
-            "Plan cannot be expressed",
-            str(exc),
-            kind="unsupported-plan",
-            instance=request.url.path,
-            framework=exc.framework,
-            reasons=exc.reasons,
-        )
+        return problem_response(422, instance=request.url.path, **unsupported_problem(exc, pp=None))
 
     @app.exception_handler(NotFoundError)
     async def _not_found(request: Request, exc: NotFoundError) -> JSONResponse:

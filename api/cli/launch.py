@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
 from api.launch_fit import fit_cluster, stored_gpus_per_node
+from api.refusal import one_line, summarise
 from planner.errors import SpecError, UnsupportedPlanError
 from planner.launch import Deployment, LaunchBundle, render
 from planner.plan import Plan
@@ -161,11 +162,12 @@ def launch(
         deployment = fit_cluster(plan, deployment, gpus_per_node=stored)
         bundle = render(plan, deployment, target=target, framework=framework)
     except UnsupportedPlanError as exc:
+        summary = summarise(exc.framework, exc.reasons, pp=plan.pp)
         fail(
-            str(exc),
+            one_line(summary),
             code=3,
             as_json=as_json,
-            doc={"error": "unsupported plan", "framework": exc.framework, "reasons": exc.reasons},
+            doc={"error": "unsupported plan", "framework": exc.framework, **summary},
         )
     except SpecError as exc:
         fail(str(exc), as_json=as_json, doc={"error": str(exc), "field": exc.field})

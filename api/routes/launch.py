@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import PrincipalDep, SessionDep
 from api.launch_fit import fit_cluster, stored_gpus_per_node
-from api.problems import ProblemError, field_errors
+from api.problems import ProblemError, field_errors, unsupported_problem
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
 from planner.errors import SpecError, UnsupportedPlanError
@@ -78,8 +78,11 @@ def _bundle(
     deployment = fit_cluster(plan, deployment, gpus_per_node=stored_gpus_per_node(row.request))
     try:
         return render(plan, deployment, target=target, framework=framework)  # type: ignore[arg-type]
-    except (SpecError, UnsupportedPlanError):
-        raise  # mapped to 422 problems naming the field / every reason
+    except UnsupportedPlanError as exc:  # short: one line per kind of reason (api.refusal)
+        fields = unsupported_problem(exc, pp=plan.pp)
+        raise ProblemError(422, fields.pop("title"), fields.pop("detail"), **fields) from exc
+    except SpecError:
+        raise  # mapped to a 422 problem naming the field
     except ValueError as exc:  # e.g. a derived value the emitter's own models reject
         raise ProblemError(
             422, "Cannot render launch configs", str(exc)[:2000], kind="validation"

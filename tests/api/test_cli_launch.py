@@ -58,7 +58,7 @@ def test_plan_file_in_any_shape(tmp_path: Path, shape: str) -> None:
 def test_output_dir_gets_the_files_with_their_modes(tmp_path: Path) -> None:
     out_dir = tmp_path / "out"
     args = ["launch", "--plan-file", _write(tmp_path, PLAN.model_dump(mode="json")),
-            "--target", "slurm", "--framework", "megatron", "--nodes", "2", "--partition", "gpu",
+            "--target", "slurm", "--framework", "megatron", "--nodes", "1", "--partition", "gpu",
             "--env", "NCCL_DEBUG=WARN", "-o", str(out_dir)]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -76,7 +76,8 @@ def test_unsupported_plan_exits_3_with_reasons(tmp_path: Path) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 3
     doc = json.loads(result.output)
-    assert doc["framework"] == "torchtitan" and "ZeRO-1/2" in doc["reasons"][0]
+    assert doc["framework"] == "torchtitan" and "ZeRO-1/2" in doc["reasons"][0]["example"]
+    assert doc["reasons"][0]["kind"] == "zero_stage" and doc["reasons"][0]["count"] == 1
 
 
 def test_deployment_that_does_not_fit_names_the_field(tmp_path: Path) -> None:

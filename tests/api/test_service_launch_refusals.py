@@ -103,3 +103,86 @@ def test_cli_refuses_other_nodes_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "deployment.nodes=2" in lines[0] and "128 node(s)" in lines[0]
+
+
+# 16 decoder blocks on 8 GPUs: pp=4 x vpp=2 stages of 2 blocks, each stage's first block
+# selective and its second none: Megatron has no such recompute (1 model-wide reason and one
+# per stage), and nothing else stops it
+MIXED_REQUEST = tiny_request(
+    model={**tiny_request()["model"], "num_layers": 16},
+    cluster={"gpu": "A100-SXM-80GB", "num_gpus": 8, "gpus_per_node": 8},
+    training={"global_batch_size": 16, "seq_length": 256},
+)
+_STAGES = [
+    {
+        "layers": [0 if s == 0 else 1 + 2 * s, 1 + 2 * s + 2 + (1 if s == 7 else 0)],
+        "recompute": ["none"] * (s == 0) + ["selective", "none"] + ["none"] * (s == 7),
+    }
+    for s in range(8)
+]
+MIXED_CANDIDATE = {
+    "tp": 1,
+    "pp": 4,
+    "dp": 2,
+    "vpp": 2,
+    "schedule": "interleaved-1f1b",
+    "micro_batch_size": 1,
+    "stages": _STAGES,
+}
+
+
+def test_unexpressible_plan_is_a_short_422_by_kind(api: Api) -> None:
+    plan_id = _store(api, MIXED_REQUEST, evaluated_result(MIXED_REQUEST, MIXED_CANDIDATE))
+    r = api.client.get(
+        f"/v1/plans/{plan_id}/launch",
+        params={"target": "slurm", "framework": "megatron"},
+        headers=api.acme,
+    )
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    doc = r.json()
+    assert len(r.content) < 1500, len(r.content)
+    assert doc["type"].endswith("/unsupported-plan") and doc["framework"] == "megatron"
+    ((line,),) = [[x for x in doc["reasons"] if x["kind"] == "recompute"]]
+    assert line["count"] == 1 + 8  # the model-wide reason and one per stage
+    assert [x["kind"] for x in doc["reasons"]] == ["recompute"]
+    assert "uniform_recompute" in line["fix"] and "selective" in line["example"]
+    assert doc["fix"] == {"constraints": {"framework": "megatron"}}
+    assert "9 reason(s)" in doc["detail"] and 'constraints.framework: "megatron"' in doc["detail"]
+
+
+def test_several_kinds_each_get_one_line_and_their_fix(api: Api) -> None:
+    # DeepSpeed: an interleaved schedule, and per-layer recompute with 'selective'
+    plan_id = _store(api, MIXED_REQUEST, evaluated_result(MIXED_REQUEST, MIXED_CANDIDATE))
+    r = api.client.get(
+        f"/v1/plans/{plan_id}/launch", params={"framework": "deepspeed"}, headers=api.acme
+    )
+    assert r.status_code == 422
+    by_kind = {x["kind"]: x for x in r.json()["reasons"]}
+    assert len(by_kind) == len(r.json()["reasons"])  # one line per kind
+    assert by_kind["schedule"]["fix"] == 'constraints.schedules: ["1f1b"], constraints.vpp: [1]'
+    assert '"none", "full"' in by_kind["recompute"]["fix"]  # DeepSpeed has no selective
+
+
+def test_the_fix_gives_a_plan_the_framework_launches(api: Api) -> None:
+    body = {**MIXED_REQUEST, "constraints": {"framework": "megatron", "pp": [4]}}
+    r = api.client.post("/v1/plans", json=body, headers=api.acme)
+    assert r.status_code in (200, 201), r.text
+    plan_id = r.json()["id"]
+    r = api.client.get(
+        f"/v1/plans/{plan_id}/launch",
+        params={"target": "slurm", "framework": "megatron"},
+        headers=api.acme,
+    )
+    assert r.status_code == 200, r.text
+    assert any("--pipeline-model-parallel-size 4" in f["content"] for f in r.json()["files"])
+
+
+def test_cli_prints_the_summary_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(evaluated_result(MIXED_REQUEST, MIXED_CANDIDATE)))
+    args = ["launch", "--plan-file", str(path), "--target", "slurm", "--framework", "megatron"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "recompute x9" in lines[0] and len(lines[0]) < 1000

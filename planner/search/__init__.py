@@ -15,9 +15,10 @@ from collections.abc import Callable
 from planner.cost import evaluate
 from planner.errors import InfeasibleError
 from planner.plan import Plan, PlanResult, SearchStats
+from planner.search.diagnosis import diagnose
 from planner.search.driver import Entry, Outcome, run_search
 from planner.search.exact import Scored
-from planner.search.explain import diagnose, why
+from planner.search.explain import why
 from planner.specs.base import RecomputeMode
 from planner.specs.request import Candidate, PlanRequest
 

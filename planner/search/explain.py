@@ -1,14 +1,11 @@
-"""Plain-language reasons for a plan (`why`) and the diagnosis of an infeasible request."""
+"""Plain-language reasons for a plan (`why`); an infeasible request: planner.search.diagnosis."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from planner.search.driver import Entry, MemoryGroup, Outcome, group_time_floor, memory_rep
+from planner.search.driver import Entry, MemoryGroup, Outcome, group_time_floor
 from planner.search.exact import Scored
-from planner.search.hints import min_memory
-from planner.search.partition import score
 from planner.specs.request import PlanRequest
 
 GIB = 1024**3
@@ -95,68 +92,3 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
                 f"{max(e2.inputs.inflight)})."
             )
     return tuple(lines)
-
-
-def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
-    """Which limit binds when nothing fits: the lowest peak memory reached, by which
-    configuration, the cap and how far above it, and what would make it fit."""
-    cap = float(request.memory_cap_bytes)
-    # the groups pruned by memory get a representative only among the 8 lowest floors
-    candidates: list[Entry | MemoryGroup] = [*out.entries, *out.memory_groups]
-    pool: list[Entry] = []
-    for e in sorted(candidates, key=lambda e: e.memory_floor_bytes)[:8]:
-        rep = memory_rep(request, out, e) if isinstance(e, MemoryGroup) else e
-        if rep is not None:
-            pool.append(rep)
-    if not pool:
-        return {
-            "binding": "constraints",
-            "message": "no configuration satisfies the request's constraints "
-            f"({out.invalid} were rejected by the cost model's checks)",
-            "suggestions": ["relax constraints.tp / pp / dp / schedules / micro_batch_sizes"],
-        }
-    best_peak, best_entry = float("inf"), pool[0]
-    for e in pool:
-        part = min_memory(e.inputs, e.config.modes)
-        peak = score(e.inputs, part).peak_memory_bytes
-        if peak < best_peak:
-            best_peak, best_entry = peak, e
-    cfg = best_entry.config
-    floor = min(e.memory_floor_bytes for e in pool)
-    cons = request.constraints
-    tips = [
-        f"more GPUs (at least {2 * request.cluster.num_gpus} to halve per-GPU state)",
-        f"a higher memory cap (at least {best_peak / GIB:.1f} GiB)",
-    ]
-    if cons.recompute is not None and "full" not in cons.recompute:
-        tips.append("allow full recompute (constraints.recompute)")
-    if cons.micro_batch_sizes is not None and 1 not in cons.micro_batch_sizes:
-        tips.append("allow micro-batch size 1")
-    if cons.zero_stages is not None and 1 not in cons.zero_stages:
-        tips.append("allow ZeRO-1 (constraints.zero_stages)")
-    if cons.pp is not None or cons.tp is not None:
-        tips.append("allow more tensor or pipeline parallelism (constraints.tp / pp)")
-    return {
-        "binding": "memory",
-        "cap_gib": cap / GIB,
-        "lowest_peak_gib": best_peak / GIB,
-        "over_by_gib": (best_peak - cap) / GIB,
-        "lowest_floor_gib": floor / GIB,
-        "configuration": {
-            "tp": cfg.tp,
-            "pp": cfg.pp,
-            "dp": cfg.dp,
-            "vpp": cfg.vpp,
-            "schedule": cfg.schedule,
-            "micro_batch_size": cfg.micro_batch_size,
-            "zero_stage": cfg.zero_stage,
-            "recompute": sorted(set(cfg.modes)),
-        },
-        "configurations_considered": out.num_configs,
-        "suggestions": tips,
-        "message": (
-            f"the lowest peak memory found is {best_peak / GIB:.1f} GiB ({cfg.describe()}, "
-            f"least-memory recompute everywhere), {(best_peak - cap) / GIB:.1f} GiB above the "
-            f"{cap / GIB:.1f} GiB cap"
-        ),
-    }

@@ -183,6 +183,21 @@ def test_infeasible_is_422_with_diagnosis(api: Api) -> None:
     assert r.headers["content-type"].startswith("application/problem+json")
 
 
+def test_infeasible_for_a_frameworks_stage_split_names_the_split(api: Api) -> None:
+    # DeepSpeed splits decoder layers equally: 30 of them do not divide over pp = 4 stages,
+    # whatever the memory (the cap is far above any peak)
+    body = tiny_request(
+        model={**tiny_request()["model"], "num_layers": 30},
+        cluster={"gpu": "A100-SXM-80GB", "num_gpus": 8, "gpus_per_node": 8},
+        constraints={"memory_cap_gib": 80, "pp": [4], "framework": "deepspeed"},
+    )
+    r = api.client.post("/v1/plans", json=body, headers=api.acme)
+    assert r.status_code == 422, r.text
+    d = r.json()["diagnosis"]
+    assert d["binding"] == "stage_split" and d["decoder_layers"] == 30 and d["stage_counts"] == [4]
+    assert "30 decoder layers" in r.json()["detail"]
+
+
 def test_plan_by_profile_id(api: Api) -> None:
     req = tiny_request()
     pid = api.client.post("/v1/profiles", json=profile_doc(req), headers=api.acme).json()["id"]

@@ -60,13 +60,13 @@ def _pool(request: PlanRequest, out: Outcome, split: StageSplit) -> list[Entry]:
     pool: list[Entry] = []
     for item in sorted(items, key=lambda e: e.memory_floor_bytes):
         if isinstance(item, MemoryGroup):
-            members = [c for c in item.members if _may_split(request, out, c, split)]
+            members = [c for c in item.members if _may_split(out, c, split)]
             if not members:
                 continue
             rep = memory_rep(request, out, MemoryGroup(members, *_floors(item)))
         else:
-            rep = item if split_exists(item, split) else None
-        if rep is not None:
+            rep = item
+        if rep is not None and split_exists(rep, split):
             pool.append(rep)
             if len(pool) == POOL:
                 break
@@ -77,7 +77,7 @@ def _floors(group: MemoryGroup) -> tuple[float, float]:
     return group.memory_floor_bytes, group.time_floor_s
 
 
-def _may_split(request: PlanRequest, out: Outcome, cfg: Config, split: StageSplit) -> bool:
+def _may_split(out: Outcome, cfg: Config, split: StageSplit) -> bool:
     """Whether `cfg`'s stage count admits the split, from the decoder count of any entry (every
     configuration of a request has the same layers)."""
     if split != "uniform":

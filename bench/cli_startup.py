@@ -48,7 +48,9 @@ def meshplan_command() -> list[str]:
     if script.exists():
         return [sys.executable, str(script)]
     found = shutil.which("meshplan")
-    return [sys.executable, found] if found else [sys.executable, "-c", "from api.cli import main; main()"]
+    if found:
+        return [sys.executable, found]
+    return [sys.executable, "-c", "from api.cli import main; main()"]
 
 
 def wall_times(cmd: list[str], env: dict[str, str], runs: int) -> list[float]:

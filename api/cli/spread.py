@@ -90,7 +90,7 @@ def spread_warning(profile: ModelProfile, limits: SpreadLimits = DEFAULT_LIMITS)
     w = noisy[0]
     return (
         f"{len(noisy)} of {len(judged_timings(profile, limits))} timings spread more than "
-        f"{limits.max_spread:.0%} (worst: {w.kind} {w.timing} at tp={w.tp} "
+        f"{limits.max_spread:.0%} (worst: {w.kind}.{w.timing} at tp={w.tp} "
         f"mbs={w.micro_batch_size}, spread {w.spread:.0%} of its median "
         f"{w.median_s * 1e3:.3g} ms): this profile is unreliable; profile on an idle machine "
         "or with more --repeats"

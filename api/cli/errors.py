@@ -10,6 +10,7 @@ A user error prints one line on stderr, `error: <what is wrong>; <what to do>`, 
   permission): the path the user wrote and the reason,
 - an invalid service setting (`api.settings.Settings` read from `MESHPLAN_*`): the variable's
   name and the reason, never its value (it may be a secret),
+- a database URL that does not parse, or a database that cannot be opened (exit 1),
 - Ctrl-C: `interrupted`, exit 130.
 Before the command runs, it checks the files and folders the command will write (parameters
 named in `OUTPUT_FILE_PARAMS` / `OUTPUT_DIR_PARAMS`, see `api.cli.files`), so that a long search
@@ -89,13 +90,40 @@ def settings_error(exc: Exception) -> CliError | None:
     return CliError(message, doc={"error": "invalid setting", "settings": problems})
 
 
+def database_error(exc: Exception) -> CliError | None:
+    """A database URL that does not parse (exit 2) or a database that cannot be opened (exit
+    1) as one line, or None when `exc` is neither. The URL is not printed (it may hold a
+    password)."""
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    if isinstance(exc, ArgumentError):
+        message = (
+            f"MESHPLAN_DATABASE_URL: {exc}; give a SQLAlchemy URL such as "
+            "sqlite:///./meshplan.db or postgresql+psycopg://user@host:5432/db"
+        )
+        return CliError(message, doc={"error": "invalid setting", "detail": str(exc)})
+    if isinstance(exc, OperationalError):
+        reason = " ".join(str(exc.orig).split()) if exc.orig is not None else str(exc)
+        message = (
+            f"cannot open the database: {reason}; check MESHPLAN_DATABASE_URL and that the "
+            "database server is running"
+        )
+        return CliError(message, code=1, doc={"error": "database unavailable", "detail": reason})
+    return None
+
+
 def _as_cli_error(exc: BaseException) -> CliError | None:
     if isinstance(exc, CliError):
         return exc
     if isinstance(exc, OSError) and exc.filename is not None:
         return os_error(exc)
-    if isinstance(exc, Exception) and "pydantic_settings" in sys.modules:
-        return settings_error(exc)
+    if not isinstance(exc, Exception):
+        return None
+    # Each check imports its library only when the command already did.
+    if "pydantic_settings" in sys.modules and (error := settings_error(exc)) is not None:
+        return error
+    if "sqlalchemy" in sys.modules:
+        return database_error(exc)
     return None
 
 

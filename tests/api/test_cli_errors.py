@@ -129,3 +129,13 @@ def test_json_errors_on_every_command(name: str) -> None:
     assert doc["error"]
     plain = meshplan(*JSON_ERRORS[name])
     assert plain.returncode == 2 and plain.stdout == "" and "Traceback" not in plain.stderr
+
+
+def test_database_url_that_does_not_parse_or_open() -> None:
+    line = one_error_line(meshplan("db", "current", env=cli_env(MESHPLAN_DATABASE_URL="foo")))
+    assert line.startswith("error: MESHPLAN_DATABASE_URL: Could not parse")
+    url = "postgresql+psycopg://postgres:secret-pw@127.0.0.1:1/none"
+    proc = meshplan("db", "current", env=cli_env(MESHPLAN_DATABASE_URL=url))
+    assert proc.returncode == 1 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: cannot open the database: ") and "secret-pw" not in line

@@ -1,10 +1,11 @@
 """CLI start-up benchmark: wall time of short `meshplan` commands, run as a user runs them.
 
 Each command runs `--runs` times as a fresh process (the venv's `meshplan` script, with
-PYTHONPATH set to the checkout measured); the least and the median wall time are printed, with
-the import time of `api.cli` and of the command's module from `python -X importtime`
-(cumulative microseconds of the top-level imports). `--root DIR` measures another checkout (for
-a before/after comparison: `git worktree add /tmp/before <commit>` and copy its *.so kernels).
+PYTHONPATH set to the checkout measured). Printed: the least and the median wall time, the
+least CPU time (user + system, which a busy machine inflates least), and the heaviest top-level
+imports of one run under `python -X importtime` (cumulative ms). `--root DIR` measures another
+checkout, for a before/after comparison (`git archive <commit> | tar -x -C DIR`, then copy the
+compiled *.so kernels into it).
 
     python bench/cli_startup.py [--runs 7] [--root DIR] [--json]
 """
@@ -15,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,15 +55,20 @@ def meshplan_command() -> list[str]:
     return [sys.executable, "-c", "from api.cli import main; main()"]
 
 
-def wall_times(cmd: list[str], env: dict[str, str], runs: int) -> list[float]:
-    times = []
+def run_times(cmd: list[str], env: dict[str, str], runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user + system) seconds of `runs` fresh runs of `cmd`. CPU time is what
+    a busy machine inflates least."""
+    walls, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        times.append(time.perf_counter() - start)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return times
+    return walls, cpus
 
 
 def import_times_us(args: list[str], env: dict[str, str], root: Path) -> dict[str, int]:
@@ -98,26 +105,29 @@ def main() -> None:
         }  # fmt: skip
         rows: list[dict[str, Any]] = []
         for name, cli_args in commands.items():
-            times = wall_times([*meshplan_command(), *cli_args], env, args.runs)
+            walls, cpus = run_times([*meshplan_command(), *cli_args], env, args.runs)
             imports = import_times_us(cli_args, env, args.root.resolve())
             heavy = sorted(imports.items(), key=lambda kv: -kv[1])[:4]
             rows.append(
                 {
                     "command": name,
-                    "min_s": min(times),
-                    "median_s": statistics.median(times),
+                    "min_s": min(walls),
+                    "median_s": statistics.median(walls),
+                    "cpu_min_s": min(cpus),
                     "imports_ms": {k: round(v / 1e3, 1) for k, v in heavy},
                 }
             )
     if args.json:
         print(json.dumps({"root": str(args.root), "runs": args.runs, "rows": rows}, indent=2))
         return
-    print(f"checkout {args.root}, {args.runs} runs each (fresh processes; wall time)")
+    print(
+        f"checkout {args.root}, {args.runs} fresh runs each, load average {os.getloadavg()[0]:.1f}"
+    )
     for row in rows:
         top = ", ".join(f"{k} {v:.0f} ms" for k, v in row["imports_ms"].items())
         print(
-            f"{row['command']:<24} least {row['min_s']:.3f} s  median {row['median_s']:.3f} s"
-            f"   heaviest imports: {top}"
+            f"{row['command']:<22} wall least {row['min_s']:.3f} s median {row['median_s']:.3f} s"
+            f"  CPU least {row['cpu_min_s']:.3f} s  heaviest imports: {top}"
         )
 
 

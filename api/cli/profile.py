@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, stderr
 from api.cli.progress import show_progress
+from api.cli.spread import spread_warning
 
 MODEL_HELP = (
     "gpt:num_layers=…,hidden_size=…,num_attention_heads=…,vocab_size=… | llama:…"
@@ -136,8 +137,6 @@ def profile(
         write_output(
             output, json.dumps(prof.model_dump(mode="json"), indent=2) + "\n", as_json=as_json
         )
-    from api.cli.spread import spread_warning
-
     warning = spread_warning(prof)
     profile_id: str | None = None
     if upload:

@@ -15,6 +15,7 @@ import importlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from difflib import get_close_matches
 from typing import Any, ClassVar
 
 import typer
@@ -77,7 +78,15 @@ class MeshplanGroup(TyperGroup):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        name, command, rest = super().resolve_command(ctx, args)
+        try:
+            name, command, rest = super().resolve_command(ctx, args)
+        except click.exceptions.UsageError as exc:
+            # TyperGroup suggests from the loaded commands only; suggest from all of them.
+            matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
+            if matches and "Did you mean" not in exc.message:
+                names = ", ".join(repr(m) for m in matches)
+                exc.message = f"{exc.message.rstrip('.')}. Did you mean {names}?"
+            raise
         if isinstance(command, _Pending):
             self.commands.update(load_module_commands(command.spec.module))
             command = self.commands[command.spec.name]

@@ -88,3 +88,12 @@ def test_every_listed_command_runs_its_help() -> None:
         assert name in listing.output
         result = runner.invoke(app, [name, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output, (name, result.output)
+
+
+def test_a_mistyped_command_gets_a_suggestion() -> None:
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["bubbel", "--json"])
+    assert result.exit_code == 2
+    doc = json.loads(result.output)
+    assert doc["detail"] == "No such command 'bubbel'. Did you mean 'bubble'?"

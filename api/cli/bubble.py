@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail
 from planner.bubble import (
     TABLE_M,
@@ -148,7 +149,7 @@ def bubble(
     except SpecError as exc:
         fail(str(exc), as_json=as_json, doc={"error": str(exc), "field": exc.field})
     if svg is not None:
-        svg.write_text(timeline_svg(request))
+        write_output(svg, timeline_svg(request), as_json=as_json)
     emit_json(result) if as_json else _print_result(result)
 
 

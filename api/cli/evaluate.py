@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from api.cli.documents import expect
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
 from planner.cost import evaluate as evaluate_candidate
 from planner.errors import SpecError
@@ -68,8 +69,10 @@ def evaluate(
 ) -> None:
     """Predict step time, throughput, bubble and per-GPU memory of one candidate."""
     try:
-        req = PlanRequest.model_validate(read_json_file(str(request)))
-        cand = Candidate.model_validate(read_json_file(str(candidate)))
+        req_doc = expect(read_json_file(str(request)), "request", str(request))
+        cand_doc = expect(read_json_file(str(candidate)), "candidate", str(candidate))
+        req = PlanRequest.model_validate(req_doc)
+        cand = Candidate.model_validate(cand_doc)
     except ValidationError as exc:
         message = describe_validation(exc)
         fail(message, as_json=as_json, doc={"error": "invalid input", "detail": message})

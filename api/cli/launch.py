@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-import httpx
 import typer
 from pydantic import ValidationError
 
+from api.cli.documents import expect
+from api.cli.files import announce
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
 from api.launch_fit import fit_cluster, stored_gpus_per_node
 from api.refusal import one_line, summarise
@@ -31,6 +32,8 @@ def plan_from_document(doc: Any) -> Plan:
 
 
 def fetch_plan_document(url: str, plan_id: str, api_key: str | None, *, as_json: bool) -> Any:
+    import httpx  # here, not at the top: a plan file needs no HTTP client
+
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         r = httpx.get(f"{url.rstrip('/')}/v1/plans/{plan_id}", headers=headers, timeout=30.0)
@@ -127,7 +130,7 @@ def launch(
     if (plan_file is None) == (plan_id is None):
         fail("give exactly one of --plan-file or --plan-id", as_json=as_json)
     if plan_file is not None:
-        doc = read_json_file(str(plan_file))
+        doc = expect(read_json_file(str(plan_file)), "plan", str(plan_file))
     else:
         assert plan_id is not None
         doc = fetch_plan_document(url, plan_id, api_key, as_json=as_json)
@@ -172,11 +175,10 @@ def launch(
     except SpecError as exc:
         fail(str(exc), as_json=as_json, doc={"error": str(exc), "field": exc.field})
     written = write_files(bundle, out_dir) if out_dir is not None else []
+    announce(written, as_json=as_json)
     if as_json:
         emit_json(bundle.model_dump(mode="json"))
         return
-    for path in written:
-        typer.echo(f"wrote {path}")
     if not written:
         for f in bundle.files:
             typer.echo(f"# ---- {f.name} (mode {f.mode:o})")

@@ -9,7 +9,10 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from api.cli.documents import expect
+from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
+from api.cli.progress import progress_bar
 from planner.cost import partition_inputs, score_partition
 from planner.errors import InfeasibleError, SpecError
 from planner.plan import Plan, PlanResult
@@ -136,14 +139,18 @@ def plan(
         fail("give exactly one of --request or --example", as_json=as_json)
     if example is not None and example not in EXAMPLES:
         fail(f"unknown example {example!r}; choose from {', '.join(EXAMPLES)}", as_json=as_json)
-    doc = EXAMPLES[example] if example is not None else read_json_file(str(request))
+    if example is not None:
+        doc = EXAMPLES[example]
+    else:
+        doc = expect(read_json_file(str(request)), "request", str(request))
     try:
         req = PlanRequest.model_validate(doc)
     except ValidationError as exc:
         message = describe_validation(exc)
         fail(message, as_json=as_json, doc={"error": "invalid input", "detail": message})
     try:
-        result = search(req, clock=time.monotonic)
+        with progress_bar("searching", as_json=as_json) as on_progress:
+            result = search(req, on_progress=on_progress, clock=time.monotonic)
     except InfeasibleError as exc:
         fail(
             f"infeasible: {exc.diagnosis.get('message', exc)}",
@@ -154,7 +161,7 @@ def plan(
     except SpecError as exc:
         fail(str(exc), as_json=as_json, doc={"error": str(exc), "field": exc.field})
     if svg is not None:
-        svg.write_text(_svg(req, result.plan))
+        write_output(svg, _svg(req, result.plan), as_json=as_json)
     if as_json:
         emit_json(
             {

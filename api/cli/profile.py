@@ -19,7 +19,10 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, stderr
+from api.cli.progress import show_progress
+from api.cli.spread import spread_warning
 
 MODEL_HELP = (
     "gpt:num_layers=…,hidden_size=…,num_attention_heads=…,vocab_size=… | llama:…"
@@ -92,7 +95,10 @@ def profile(
     api_key: Annotated[
         str | None, typer.Option(envvar="MESHPLAN_API_KEY", help="API key for --upload")
     ] = None,
-    progress: Annotated[bool, typer.Option(help="progress bar on stderr")] = True,
+    progress: Annotated[
+        bool | None,
+        typer.Option(help="progress bar on stderr (default: when stderr is a terminal)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Measure per-layer time and memory on this machine -> a ModelProfile."""
@@ -118,7 +124,7 @@ def profile(
             repeats=repeats,
             warmup=warmup,
             seed=seed,
-            progress=progress and not as_json,
+            progress=show_progress(as_json=as_json, requested=progress),
             concurrency=concurrency,
         )
         result = profile_model(source, options)
@@ -128,7 +134,10 @@ def profile(
         fail(str(exc), as_json=as_json)
     prof = result.profile
     if output is not None:
-        output.write_text(json.dumps(prof.model_dump(mode="json"), indent=2) + "\n")
+        write_output(
+            output, json.dumps(prof.model_dump(mode="json"), indent=2) + "\n", as_json=as_json
+        )
+    warning = spread_warning(prof)
     profile_id: str | None = None
     if upload:
         from profiler.upload import UploadError, upload_profile
@@ -144,12 +153,13 @@ def profile(
                 "profile": prof.model_dump(mode="json"),
                 "profile_id": profile_id,
                 "output": str(output) if output else None,
+                "warnings": [warning] if warning else [],
             }
         )
         return
     _print_profile(prof)
-    if output is not None:
-        typer.echo(f"wrote {output}")
+    if warning:
+        typer.echo(f"warning: {warning}", err=True)
     if profile_id:
         typer.echo(f"uploaded: profile_id {profile_id}")
 
@@ -224,7 +234,7 @@ def profile_network(
             fail(f"torchrun exited with {proc.returncode}", code=1, as_json=as_json)
         doc = json.loads(out_path.read_text())
     if output is not None:
-        output.write_text(json.dumps(doc, indent=2) + "\n")
+        write_output(output, json.dumps(doc, indent=2) + "\n", as_json=as_json)
     if as_json:
         emit_json(doc)
         return
@@ -236,8 +246,6 @@ def profile_network(
     for key, value in links.items():
         shown = "not measured" if value is None else f"{value:.4g}"
         typer.echo(f"  {key:22s} {shown}")
-    if output is not None:
-        typer.echo(f"wrote {output}")
 
 
 def register(app: typer.Typer) -> None:

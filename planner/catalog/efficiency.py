@@ -1,49 +1,84 @@
-"""How FLOPs and bytes become seconds on one GPU: the efficiency model of the analytic catalog.
+"""The cost model's calibrated constants: how FLOPs, bytes and messages become seconds.
 
-Two constants, calibrated once on Megatron-LM's Table 1 (Narayanan et al. 2021) by
-`bench/calibrate.py` and never per row (docs/cost-model.md):
+Four constants, the only fitted numbers of the analytic cost model (docs/cost-model.md §4).
+They were fitted once, on Megatron-LM's Table 1 (Narayanan et al. 2021), by `bench/calibrate.py`
+(least squares on log step time, `planner.calibrate`), never per row; a calibration document
+(`meshplan calibrate`) replaces them for one GPU type and software stack:
 
-- `MATMUL_FRACTION` -- the achieved fraction of the GPU's peak dense bf16 FLOP/s for the
-  matrix multiplications of a layer (the linear layers and the attention-core batched matmuls);
-- `HBM_FRACTION` -- the achieved fraction of the GPU's HBM bandwidth for the memory-bound
-  element-wise work (norms, softmax, dropout, activation functions, residual adds, the
-  optimizer step).
+- `matmul_fraction` -- the fraction of an SM's peak dense bf16 FLOP/s that a full wave of
+  large GEMM tiles sustains (cuBLAS on A100 reaches 75-85 % on large square GEMMs; NVIDIA,
+  "Matrix Multiplication Background User's Guide"). Tile and wave quantization, the HBM
+  roofline and the per-kernel cost come on top of it (planner.catalog.kernels).
+- `hbm_fraction` -- the achieved fraction of HBM bandwidth of memory-bound kernels (element-wise
+  work, the optimizer step, GEMMs below the roofline's ridge).
+- `kernel_overhead_s` -- the fixed cost of one kernel: launch, prologue/epilogue and the tail of
+  its last wave (a few microseconds on current GPUs: NVIDIA, "CUDA C++ Best Practices Guide",
+  kernel launch overhead; measured 3-10 us for cuBLAS GEMMs).
+- `link_fraction` -- the achieved fraction of a link's bus bandwidth by NCCL's rings (nccl-tests
+  on DGX A100 reach ~230 of 300 GB/s all-reduce bus bandwidth: NCCL doc/PERFORMANCE.md).
 
-An operation's time is the sum of both parts (a roofline without overlap between them):
-
-    t = matmul_flops / (peak_flops * MATMUL_FRACTION) + memory_bytes / (hbm * HBM_FRACTION)
-
-The memory-bound part is what makes small hidden sizes slower per FLOP: its bytes grow like
-s*b*h while the matmul FLOPs grow like s*b*h^2.
+Memory-bound time of `num_bytes` is num_bytes / (HBM bandwidth x hbm_fraction) (a roofline,
+Williams, Waterman & Patterson 2009); compute-bound time is FLOPs / (peak x matmul_fraction).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 from planner.catalog.hardware import GpuSpec
 
-# Calibrated on ../shared/cases/megatron_table1.json with bench/calibrate.py (grid search of
-# mean |error| of the predicted TFLOP/s per GPU over the ten rows; see docs/cost-model.md).
-MATMUL_FRACTION = 0.64
-HBM_FRACTION = 0.80
+# Fitted on ../shared/cases/megatron_table1.json by bench/calibrate.py (docs/cost-model.md §4).
+MATMUL_FRACTION = 0.652
+HBM_FRACTION = 1.0
+KERNEL_OVERHEAD_S = 1e-6
+LINK_FRACTION = 1.0
+
+CONSTANT_NAMES: tuple[str, ...] = (
+    "matmul_fraction",
+    "hbm_fraction",
+    "kernel_overhead_s",
+    "link_fraction",
+)
+"""The calibrated constants, in the order calibration reports them."""
+
+_FRACTIONS = ("matmul_fraction", "hbm_fraction", "link_fraction")
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """The two calibrated constants; override for what-if studies or a new calibration."""
+    """The calibrated constants (module docstring); override for what-if studies or a new
+    calibration. Fractions are in (0, 1], the kernel overhead in [0, 1e-3] seconds."""
 
     matmul_fraction: float = MATMUL_FRACTION
     hbm_fraction: float = HBM_FRACTION
+    kernel_overhead_s: float = KERNEL_OVERHEAD_S
+    link_fraction: float = LINK_FRACTION
 
     def __post_init__(self) -> None:
-        for name in ("matmul_fraction", "hbm_fraction"):
+        for name in _FRACTIONS:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name}={value} must be in (0, 1]")
+        if not 0 <= self.kernel_overhead_s <= 1e-3:
+            raise ValueError(f"kernel_overhead_s={self.kernel_overhead_s} must be in [0, 1e-3]")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, float]) -> Efficiency:
+        """From a calibration's constants; names not given keep their defaults."""
+        unknown = sorted(set(values) - set(CONSTANT_NAMES))
+        if unknown:
+            raise ValueError(f"unknown constants {unknown}; known: {list(CONSTANT_NAMES)}")
+        return cls(**{k: float(v) for k, v in values.items()})
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def replace(self, **values: float) -> Efficiency:
+        current = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Efficiency(**(current | values))
 
     def matmul_s(self, flops: float, gpu: GpuSpec) -> float:
-        """Seconds for `flops` of tensor-core matmul work."""
+        """Seconds for `flops` of tensor-core work at the sustained rate (no quantization)."""
         return flops / (gpu.peak_flops * self.matmul_fraction)
 
     def memory_s(self, num_bytes: float, gpu: GpuSpec) -> float:
@@ -51,6 +86,7 @@ class Efficiency:
         return num_bytes / (gpu.hbm_gbps * 1e9 * self.hbm_fraction)
 
     def time_s(self, *, flops: float, num_bytes: float, gpu: GpuSpec) -> float:
+        """Compute plus memory time without overlap (the optimizer step and bulk estimates)."""
         return self.matmul_s(flops, gpu) + self.memory_s(num_bytes, gpu)
 
 

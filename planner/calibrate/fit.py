@@ -15,7 +15,10 @@ A constant is *not determined* -- the fit refuses, naming it -- when
 - there are fewer observations than fitted constants;
 - changing it by 1 % moves no observation's log step time by more than MIN_SENSITIVITY; or
 - it is confounded with another fitted constant: |correlation| of their estimates above
-  MAX_CORRELATION (the observations only fix a combination of the two).
+  MAX_CORRELATION (the observations only fix a combination of the two); or
+- after the fit, its standard error in log space exceeds MAX_LOG_SE (its +-2 s range spans
+  more than a factor e^4 = 55: the data hardly constrain it, typically a constant pushed to a
+  bound).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 MIN_SENSITIVITY = 1e-5  # d log(step) per 1 % change of a constant, on the most sensitive row
 MAX_CORRELATION = 0.995
+MAX_LOG_SE = 1.0
 STEP = 1e-3  # forward-difference step in log(constant)
 MAX_ITERATIONS = 40
 
@@ -193,10 +197,18 @@ def fit_constants(
             break
         r, jac = _jacobian(predict, eff, names, measured)
     after, jac = _jacobian(predict, eff, names, measured)
+    ranges = _ranges(eff, names, jac, after)
+    for name, (lo, hi) in ranges.items():
+        if math.log(hi / lo) > 4 * MAX_LOG_SE:
+            raise NotDetermined(
+                f"{name} is not determined by these observations: it fits to "
+                f"{getattr(eff, name):.4g} with a +-2 sigma range {lo:.3g} .. {hi:.3g}; "
+                "hold it at its default (fit fewer constants) or add observations that exercise it"
+            )
     return FitResult(
         constants=eff,
         fitted=names,
-        ranges=_ranges(eff, names, jac, after),
+        ranges=ranges,
         residuals_before=tuple(before),
         residuals_after=tuple(after),
         iterations=iterations,

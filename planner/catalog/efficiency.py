@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, fields
 from planner.catalog.hardware import GpuSpec
 
 # Fitted on ../shared/cases/megatron_table1.json by bench/calibrate.py (docs/cost-model.md §4).
-MATMUL_FRACTION = 0.652
+MATMUL_FRACTION = 0.655
 HBM_FRACTION = 1.0
 KERNEL_OVERHEAD_S = 1e-6
 LINK_FRACTION = 1.0

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "api.cli.serve",
     "api.cli.launch",
     "api.cli.profile",
+    "api.cli.calibrate",
 )
 
 for _name in COMMAND_MODULES:

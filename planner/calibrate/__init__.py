@@ -12,6 +12,7 @@ from planner.calibrate.document import (
     Observation,
     ObservationFit,
     calibrate,
+    observation_from_run,
     predict_all,
 )
 from planner.calibrate.fit import FitResult, NotDetermined, fit_constants
@@ -25,5 +26,6 @@ __all__ = [
     "ObservationFit",
     "calibrate",
     "fit_constants",
+    "observation_from_run",
     "predict_all",
 ]

@@ -24,6 +24,8 @@ from pydantic import Field, model_validator
 from planner.calibrate.fit import FitResult, fit_constants
 from planner.catalog.efficiency import CONSTANT_NAMES, Efficiency
 from planner.cost import evaluate
+from planner.plan import Plan
+from planner.runreport import RunReport
 from planner.specs.base import Frozen
 from planner.specs.request import CalibrationRef, Candidate, PlanRequest
 
@@ -82,6 +84,23 @@ class Calibration(Frozen):
     def ref(self) -> CalibrationRef:
         """What a PlanRequest carries to be planned with this calibration."""
         return CalibrationRef(id=self.id, constants=self.constants)
+
+
+GIB = 1024**3
+
+
+def observation_from_run(request: PlanRequest, plan: Plan, report: RunReport) -> Observation:
+    """A measured run of a plan as an observation: the plan's request and configuration, the
+    run's median step time and its largest per-rank peak memory."""
+    peak = max((s.peak_memory_bytes for s in report.stages), default=0.0)
+    return Observation(
+        request=request,
+        candidate=plan.candidate(),
+        measured=Measured(
+            step_time_s=report.step_time_s, peak_memory_gib=peak / GIB if peak > 0 else None
+        ),
+        source=f"run of plan {report.plan_id or '?'} on {report.device} ({report.backend})",
+    )
 
 
 def _gpu_of(observations: Sequence[Observation]) -> str:

@@ -56,7 +56,7 @@ def _mean_max(errors: list[float]) -> dict[str, float]:
 
 def full_fit(obs: list[Observation], names: list[str]) -> dict[str, Any]:
     cal = calibrate(obs, names=names, scope={"source": SOURCE})
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "source": f.source,
             "error_before": round(f.error_before, 4),

@@ -85,6 +85,11 @@ class Calibration(Frozen):
         """What a PlanRequest carries to be planned with this calibration."""
         return CalibrationRef(id=self.id, constants=self.constants)
 
+    @property
+    def summary(self) -> dict[str, object]:
+        """The document without its observations (what lists show)."""
+        return self.model_dump(mode="json", exclude={"observations"})
+
 
 GIB = 1024**3
 

@@ -73,10 +73,22 @@ class CostSource:
 
 
 def request_efficiency(request: PlanRequest) -> Efficiency:
-    """The cost-model constants of a request: its calibration's, else the catalog defaults."""
-    if request.calibration is None:
+    """The cost-model constants of a request: its calibration's, else the catalog defaults.
+
+    Raises SpecError(field="calibration.constants") for a calibration given only by id: the
+    service must load it and put its constants inline before planning.
+    """
+    cal = request.calibration
+    if cal is None:
         return DEFAULT_EFFICIENCY
-    return Efficiency.from_dict(request.calibration.constants)
+    if cal.constants is None:
+        raise SpecError(
+            "calibration.constants",
+            cal.id,
+            "a stored calibration must be resolved by the service (its constants given "
+            "inline) before the cost model can use it",
+        )
+    return Efficiency.from_dict(cal.constants)
 
 
 def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None) -> CostSource:

@@ -117,15 +117,17 @@ class SearchOptions(Frozen):
 
 class CalibrationRef(Frozen):
     """The calibrated cost-model constants a request is planned with (a calibration document's
-    id and constants, planner.calibrate); constants left out keep the catalog's defaults."""
+    id and constants, planner.calibrate); constants left out keep the catalog's defaults.
+    `constants` absent: a calibration stored in the service, which fills them in by `id`."""
 
     id: str = Field(min_length=1, max_length=200)
-    constants: dict[str, float]
+    constants: dict[str, float] | None = None
 
     @field_validator("constants")
     @classmethod
-    def _known(cls, v: dict[str, float]) -> dict[str, float]:
-        Efficiency.from_dict(v)  # names known, values in range (ValueError names the field)
+    def _known(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None:
+            Efficiency.from_dict(v)  # names known, values in range (ValueError names them)
         return v
 
 

@@ -2,8 +2,8 @@
 
 A GEMM C[M, N] = A[M, K] B[K, N] (times `batch` for batched matmuls) on a GPU with `sm_count`
 SMs runs as output tiles of Tm x Tn, one tile per SM at a time, in waves (NVIDIA, "Matrix
-Multiplication Background User's Guide", sections "Tile Quantization" and "Wave
-Quantization"):
+Multiplication Background User's Guide", DU-09799-001, §3.1 "Tile Quantization" and §3.2
+"Wave Quantization"):
 
     tiles   = batch * ceil(M / Tm) * ceil(N / Tn)
     waves   = ceil(tiles / sm_count)
@@ -11,9 +11,9 @@ Quantization"):
     memory  = (M*K + K*N + M*N) * batch * bytes_per_element / (HBM * hbm_fraction)
     time    = max(compute, memory) + kernel_overhead_s       (the roofline, Williams et al. 2009)
 
-The tile is the best of cuBLAS's large tiles 256x128, 128x256 and 128x128 (the guide lists them
-as its most efficient; smaller tiles trade data reuse for less quantization, which is not
-modelled). A grid of less than one wave leaves SMs idle (cuBLAS's split-K is not modelled).
+The tile is the best of cuBLAS's large tiles 256x128, 128x256 and 128x128 (the guide's §2.3,
+"Typical Tile Dimensions In cuBLAS And Performance", ranks the larger tiles as the more
+efficient; smaller tiles trade data reuse for less quantization, which is not modelled). A grid of less than one wave leaves SMs idle (cuBLAS's split-K is not modelled).
 A GPU without an SM count (the CPU stand-in, what-if GPUs) gets no quantization: compute is
 2*M*N*K*batch / (peak * matmul_fraction).
 

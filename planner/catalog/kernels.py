@@ -13,7 +13,8 @@ Multiplication Background User's Guide", DU-09799-001, §3.1 "Tile Quantization"
 
 The tile is the best of cuBLAS's large tiles 256x128, 128x256 and 128x128 (the guide's §2.3,
 "Typical Tile Dimensions In cuBLAS And Performance", ranks the larger tiles as the more
-efficient; smaller tiles trade data reuse for less quantization, which is not modelled). A grid of less than one wave leaves SMs idle (cuBLAS's split-K is not modelled).
+efficient; smaller tiles trade data reuse for less quantization, which is not modelled). A
+grid of less than one wave leaves SMs idle (cuBLAS's split-K is not modelled either).
 A GPU without an SM count (the CPU stand-in, what-if GPUs) gets no quantization: compute is
 2*M*N*K*batch / (peak * matmul_fraction).
 

@@ -43,12 +43,14 @@ CONSTANT_NAMES: tuple[str, ...] = (
 """The calibrated constants, in the order calibration reports them."""
 
 _FRACTIONS = ("matmul_fraction", "hbm_fraction", "link_fraction")
+MIN_FRACTION = 0.01
 
 
 @dataclass(frozen=True)
 class Efficiency:
     """The calibrated constants (module docstring); override for what-if studies or a new
-    calibration. Fractions are in (0, 1], the kernel overhead in [0, 1e-3] seconds."""
+    calibration. Fractions are in [0.01, 1] (below that no GPU is meant, and times overflow),
+    the kernel overhead in [0, 1e-3] seconds."""
 
     matmul_fraction: float = MATMUL_FRACTION
     hbm_fraction: float = HBM_FRACTION
@@ -58,8 +60,8 @@ class Efficiency:
     def __post_init__(self) -> None:
         for name in _FRACTIONS:
             value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise ValueError(f"{name}={value} must be in (0, 1]")
+            if not MIN_FRACTION <= value <= 1:
+                raise ValueError(f"{name}={value} must be in [{MIN_FRACTION}, 1]")
         if not 0 <= self.kernel_overhead_s <= 1e-3:
             raise ValueError(f"kernel_overhead_s={self.kernel_overhead_s} must be in [0, 1e-3]")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from api.calibrations import resolve_calibration
 from api.limits import check_request
 from api.problems import ProblemError, from_document, problem_body
 from api.state import AppState
@@ -54,7 +55,8 @@ def request_hash(document: dict[str, Any]) -> str:
 
 
 def normalise(state: AppState, tenant: str, request: PlanRequest) -> Normalised:
-    """Substitute a stored profile for `model.profile_id`; hash the canonical document."""
+    """Substitute a stored profile for `model.profile_id` and a stored calibration's constants
+    for `calibration.id` (api.calibrations); hash the canonical document."""
     model = request.model
     if isinstance(model, ProfileRef) and model.profile_id is not None:
         with state.sessions() as session:
@@ -83,6 +85,9 @@ def normalise(state: AppState, tenant: str, request: PlanRequest) -> Normalised:
             )
         except ValueError as exc:
             raise ProblemError(422, "Invalid request", str(exc)[:2000], kind="validation") from exc
+    if request.calibration is not None and request.calibration.constants is None:
+        with state.sessions() as session:
+            request = resolve_calibration(session, tenant=tenant, request=request)
     force = request.force
     request = request.model_copy(update={"force": False})
     document = request.model_dump(mode="json", exclude={"force"})

@@ -122,6 +122,9 @@ class Plan(Frozen):
     stages: tuple[StageSpec, ...]
     prediction: Prediction
     why: tuple[str, ...] = ()
+    calibration_id: str | None = Field(
+        default=None, description="the calibration the cost model used (None: the defaults)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -205,6 +208,7 @@ class Plan(Frozen):
             stages=candidate.stages,
             prediction=prediction,
             why=why,
+            calibration_id=request.calibration.id if request.calibration is not None else None,
         )
 
     def candidate(self) -> Candidate:

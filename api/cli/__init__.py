@@ -56,6 +56,11 @@ LAZY_COMMANDS = {
             "api.cli.profile",
             "Measure collective bandwidth and latency with torchrun -> ClusterSpec link figures.",
         ),
+        LazyCommand(
+            "calibrate",
+            "api.cli.calibrate",
+            "Fit the cost model's constants to measured step times (least squares on log time).",
+        ),
     )
 }
 

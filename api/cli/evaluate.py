@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from api.cli.calibrate import load_calibration
 from api.cli.documents import expect
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
 from planner.cost import evaluate as evaluate_candidate
@@ -66,6 +67,9 @@ def evaluate(
     request: Annotated[Path, typer.Option("--request", help="plan request JSON")],
     candidate: Annotated[Path, typer.Option("--candidate", help="candidate JSON")],
     as_json: Annotated[bool, typer.Option("--json", help="print the Prediction as JSON")] = False,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="calibration JSON (meshplan calibrate)")
+    ] = None,
 ) -> None:
     """Predict step time, throughput, bubble and per-GPU memory of one candidate."""
     try:
@@ -76,6 +80,8 @@ def evaluate(
     except ValidationError as exc:
         message = describe_validation(exc)
         fail(message, as_json=as_json, doc={"error": "invalid input", "detail": message})
+    if calibration is not None:
+        req = load_calibration(calibration, req, as_json=as_json)
     try:
         prediction = evaluate_candidate(req, cand)
     except SpecError as exc:

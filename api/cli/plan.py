@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from api.cli.calibrate import load_calibration
 from api.cli.documents import expect
 from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
@@ -91,6 +92,7 @@ def _print(result: PlanResult) -> None:
         f"memory         peak {pr.peak_memory_bytes / GIB:.2f} GiB of "
         f"{pr.memory_cap_bytes / GIB:.2f} GiB cap"
     )
+    typer.echo(f"cost model     calibration {p.calibration_id or 'none (catalog defaults)'}")
     typer.echo("stage rank  layers      recompute")
     for st in pr.stages:
         modes = {m: st.recompute.count(m) for m in dict.fromkeys(st.recompute)}
@@ -133,6 +135,9 @@ def plan(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     svg: Annotated[Path | None, typer.Option("--svg", help="write the timeline as SVG")] = None,
+    calibration: Annotated[
+        Path | None, typer.Option("--calibration", help="calibration JSON (meshplan calibrate)")
+    ] = None,
 ) -> None:
     """Search the fastest plan (or the smallest bubble) that fits the memory cap."""
     if (request is None) == (example is None):
@@ -148,6 +153,8 @@ def plan(
     except ValidationError as exc:
         message = describe_validation(exc)
         fail(message, as_json=as_json, doc={"error": "invalid input", "detail": message})
+    if calibration is not None:
+        req = load_calibration(calibration, req, as_json=as_json)
     try:
         with progress_bar("searching", as_json=as_json) as on_progress:
             result = search(req, on_progress=on_progress, clock=time.monotonic)

@@ -3,6 +3,7 @@
 from api.pages import views as pages
 from api.routes import (
     bubble,
+    calibrations,
     evaluations,
     health,
     jobs,
@@ -24,6 +25,7 @@ ROUTERS = (
     launch.router,
     evaluations.router,
     profiles.router,
+    calibrations.router,
     keys.router,
     pages.router,
 )

@@ -161,3 +161,17 @@ class RunRow(Base):
     plan_id: Mapped[str] = mapped_column(String(32), ForeignKey("plans.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     report: Mapped[dict[str, Any]]
+
+
+class CalibrationRow(Base):
+    """A calibration document (planner.calibrate.Calibration); its id is the document's own
+    content hash, so the same fit stored twice by one tenant is one row."""
+
+    __tablename__ = "calibrations"
+    __table_args__ = (Index("ix_calibrations_tenant_created", "tenant", "created_at", "id"),)
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpu: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    body: Mapped[dict[str, Any]]

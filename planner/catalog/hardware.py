@@ -7,6 +7,13 @@ Sources (../shared/REFERENCE.md, "Hardware"):
   NDR 400 Gb/s per GPU = 50 GB/s.
 - H200 SXM 141GB: 989 TFLOP/s, 141 GB, 4.8 TB/s, NVLink 900 GB/s (NVIDIA H200 datasheet).
 
+SM counts and the boost clock at which the peak is quoted (the GEMM model quantizes tiles and
+waves over the SMs, planner.catalog.kernels): A100 SXM 108 SMs at 1410 MHz, 1024 dense bf16
+FMA per SM per clock (NVIDIA A100 Tensor Core GPU Architecture whitepaper, Table 1):
+108 x 2048 x 1.41e9 = 311.9 TFLOP/s; H100 SXM5 132 SMs, 2048 FMA per SM per clock (NVIDIA
+H100 Tensor Core GPU Architecture whitepaper, Table 3) at 1830 MHz: 132 x 4096 x 1.83e9 =
+989.4 TFLOP/s; H200 is the same GH100 die and clocks with more HBM (H200 datasheet).
+
 Bandwidths are GB/s (1e9 bytes/s), "per GPU, one direction" as NVIDIA quotes NVLink
 aggregate bandwidth; the cost model's collective formulas use bus bandwidth (NCCL
 doc/PERFORMANCE.md), which we take as half the quoted bidirectional NVLink figure.
@@ -31,6 +38,12 @@ class GpuSpec(BaseModel):
     hbm_gbps: float = Field(gt=0, description="HBM bandwidth, GB/s")
     nvlink_gbps: float = Field(gt=0, description="NVLink bandwidth per GPU (bidirectional), GB/s")
     inter_node_gbps: float = Field(gt=0, description="default inter-node bandwidth per GPU, GB/s")
+    sm_count: int | None = Field(
+        default=None, gt=0, description="streaming multiprocessors; None: no tile quantization"
+    )
+    boost_clock_mhz: float | None = Field(
+        default=None, gt=0, description="the clock at which peak_bf16_tflops is quoted"
+    )
 
     @property
     def peak_flops(self) -> float:
@@ -53,6 +66,8 @@ GPUS: dict[str, GpuSpec] = {
             hbm_gbps=2039.0,
             nvlink_gbps=600.0,
             inter_node_gbps=25.0,
+            sm_count=108,
+            boost_clock_mhz=1410.0,
         ),
         GpuSpec(
             name="H100-SXM-80GB",
@@ -61,6 +76,8 @@ GPUS: dict[str, GpuSpec] = {
             hbm_gbps=3350.0,
             nvlink_gbps=900.0,
             inter_node_gbps=50.0,
+            sm_count=132,
+            boost_clock_mhz=1830.0,
         ),
         GpuSpec(
             name="H200-SXM-141GB",
@@ -69,6 +86,8 @@ GPUS: dict[str, GpuSpec] = {
             hbm_gbps=4800.0,
             nvlink_gbps=900.0,
             inter_node_gbps=50.0,
+            sm_count=132,
+            boost_clock_mhz=1830.0,
         ),
         # A stand-in "GPU" for plans of CPU runs (the reference runner with gloo on this
         # machine's cores); numbers are placeholders that measured profiles replace.

@@ -15,16 +15,24 @@ Families:
 Symbols: s sequence length, b micro-batch size, h hidden, a heads, r = kv_heads / a, f ffn,
 V vocabulary, t tp degree, q = t with sequence parallel else 1 (what the replicated parts are
 divided by), d bytes per activation element (2 for bf16), e = s*b*h elements.
-Times come from `planner.catalog.efficiency` (two calibrated constants).
+Times come from `planner.catalog.layer_work`: per-kernel times from each GEMM's shape
+(planner.catalog.kernels) with the calibrated constants of `planner.catalog.efficiency`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.catalog.hardware import GpuSpec
+from planner.catalog.layer_work import (
+    LayerWork,
+    Shape,
+    decoder_flops,
+    decoder_work,
+    embedding_work,
+    head_work,
+)
 from planner.specs.base import DTYPE_BYTES, ModeValues
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost, LayerRef, ModelArch, ModelProfile, ProfilePoint
@@ -38,93 +46,7 @@ def layer_refs(arch: ModelArch) -> tuple[LayerRef, ...]:
     return (LayerRef(name="embedding", kind=EMBEDDING), *blocks, LayerRef(name="head", kind=HEAD))
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """The numbers every formula below needs, for one (arch, s, b, t, sp, dtype)."""
-
-    s: int
-    b: int
-    h: int
-    a: int
-    r: float  # kv heads / heads
-    f: int
-    v: int
-    t: int
-    q: int  # divisor of the replicated (sequence-dim) parts: t with sequence parallel, else 1
-    d: int  # bytes per activation element
-
-    @property
-    def e(self) -> float:
-        """Elements of one s x b x h activation."""
-        return float(self.s * self.b * self.h)
-
-    @property
-    def sbf(self) -> float:
-        return float(self.s * self.b * self.f)
-
-    @property
-    def scores(self) -> float:
-        """Elements of the attention scores a x s x s x b (the s^2 part)."""
-        return float(self.a * self.s * self.s * self.b)
-
-
-@dataclass(frozen=True)
-class _Work:
-    """Forward work of one layer on one tp rank, split into the attention core and the rest."""
-
-    linear_flops: float
-    core_flops: float
-    linear_mem_bytes: float
-    core_mem_bytes: float
-
-
-def _decoder_flops(x: _Shape, swiglu: bool) -> tuple[float, float]:
-    """(linear, core) forward FLOPs of one decoder layer on one tp rank.
-
-    Narayanan et al. 2021 §5.1 / Korthikanti et al. 2022 §6: a GPT layer's forward is
-    24*s*b*h^2 + 4*s^2*b*h: QKV 6sbh^2, output projection 2sbh^2, MLP 16sbh^2 (f = 4h), and the
-    attention core Q K^T and scores x V, 2*s^2*b*h each. Generalised: QKV is 2sbh*h(1 + 2r) with
-    grouped-query attention; SwiGLU has three h x f matmuls (gate, up, down) = 6sbhf, GELU two
-    = 4sbhf. Megatron splits every matmul over the t ranks.
-    """
-    mlp = (6.0 if swiglu else 4.0) * x.e * x.f
-    attn_linear = 2.0 * x.e * x.h * (1.0 + 2.0 * x.r) + 2.0 * x.e * x.h
-    core = 4.0 * x.s * x.e
-    return (attn_linear + mlp) / x.t, core / x.t
-
-
-def _decoder_work(x: _Shape, family: str) -> _Work:
-    """FLOPs and memory-bound bytes of one decoder layer's forward.
-
-    Memory-bound bytes: each element-wise kernel reads its inputs and writes its output once
-    (the kernels and fusions of Megatron-LM 2021 for gpt; masks are 1 byte):
-      gpt   replicated: LN x2 (2e*d each), bias-dropout-add x2 (3e*d + e mask each)
-            sharded:    bias + GELU (read and write s*b*f)
-            core:       scaled masked softmax (2*a*s^2*b*d), dropout (2*a*s^2*b*d + mask)
-      llama replicated: RMSNorm x2 (2e*d each), residual add x2 (3e*d each)
-            sharded:    rotary on Q, K (2(1+r)e*d), the fused attention kernel's reads of Q, K, V
-                        and write of O ((2+2r)e*d), SwiGLU (3*s*b*f*d)
-            core:       none (the flash kernel keeps the scores on chip; its FLOPs count as matmul)
-    """
-    linear, core = _decoder_flops(x, swiglu=family == "llama")
-    d, e = x.d, x.e
-    if family == "gpt":
-        rep = 10.0 * e * d + 2.0 * e
-        shard = 2.0 * x.sbf * d
-        core_mem = (4.0 * d + 1.0) * x.scores
-    else:
-        rep = 10.0 * e * d
-        shard = 2.0 * (1.0 + x.r) * e * d + (2.0 + 2.0 * x.r) * e * d + 3.0 * x.sbf * d
-        core_mem = 0.0
-    return _Work(
-        linear_flops=linear,
-        core_flops=core,
-        linear_mem_bytes=rep / x.q + shard / x.t,
-        core_mem_bytes=core_mem / x.t,
-    )
-
-
-def _decoder_activations(x: _Shape, family: str) -> ModeValues:
+def _decoder_activations(x: Shape, family: str) -> ModeValues:
     """Bytes saved for backward per micro-batch (Korthikanti et al. 2022, §4.1 and Table 2).
 
     gpt (no parallelism: 34sbh + 5as^2b): replicated 10sbh (LN inputs 4, QKV input 2, MLP input 2,
@@ -149,7 +71,7 @@ def _decoder_activations(x: _Shape, family: str) -> ModeValues:
     return ModeValues(none=selective + core / x.t, selective=selective, full=e * d / x.q)
 
 
-def _decoder_params(x: _Shape, family: str) -> float:
+def _decoder_params(x: Shape, family: str) -> float:
     """Parameters of one decoder layer held by one tp rank.
 
     gpt: 12h^2 + 13h for f = 4h (Narayanan 2021, Eq. 2): QKV and projection h^2(2 + 2r), MLP
@@ -162,32 +84,20 @@ def _decoder_params(x: _Shape, family: str) -> float:
     return (h * h * (2 + 2 * r) + 3 * h * f) / t + 2 * h
 
 
-def _decoder_cost(x: _Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCost:
-    w = _decoder_work(x, family)
-    fw_s = eff.time_s(
-        flops=w.linear_flops + w.core_flops,
-        num_bytes=w.linear_mem_bytes + w.core_mem_bytes,
-        gpu=gpu,
-    )
-    # Backward = 2 x forward FLOPs; split per Qi et al. 2024 Table 1: input gradient
-    # B = sbh(24h + 8s) (linear once, core twice), weight gradient W = 24sbh^2 (linear only).
-    # The memory-bound element-wise backward (twice the forward's bytes) goes with B.
-    bw_input_s = eff.time_s(
-        flops=w.linear_flops + 2.0 * w.core_flops,
-        num_bytes=2.0 * (w.linear_mem_bytes + w.core_mem_bytes),
-        gpu=gpu,
-    )
-    bw_weight_s = eff.matmul_s(w.linear_flops, gpu)
-    # Recompute: selective re-runs the attention core (Korthikanti 2022 §5), full the forward.
-    selective_s = eff.time_s(flops=w.core_flops, num_bytes=w.core_mem_bytes, gpu=gpu)
-    if family == "llama":
-        selective_s = 0.0  # the fused attention kernel already recomputes the core itself
+def _decoder_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCost:
+    # Times: planner.catalog.layer_work (GEMMs by shape, attention core, element-wise).
+    # Backward = dgrads + the core's backward (input gradient B) and wgrads (weight gradient
+    # W), Qi et al. 2024 Table 1. Recompute: selective re-runs the attention core (Korthikanti
+    # 2022 §5; nothing for llama, whose fused kernel recomputes it), full the whole forward.
+    w = decoder_work(x, family, gpu, eff)
+    linear, core = decoder_flops(x, swiglu=family == "llama")
+    fw_s = w.fw_s
     params = _decoder_params(x, family)
     return LayerCost(
         fw_s=fw_s,
-        bw_input_s=bw_input_s,
-        bw_weight_s=bw_weight_s,
-        recompute_s=ModeValues(none=0.0, selective=selective_s, full=fw_s),
+        bw_input_s=w.bw_input_s,
+        bw_weight_s=w.bw_weight_s,
+        recompute_s=ModeValues(none=0.0, selective=w.selective_s, full=fw_s),
         activation_bytes=_decoder_activations(x, family),
         param_bytes=params * x.d,
         param_count=params,
@@ -196,7 +106,7 @@ def _decoder_cost(x: _Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> Laye
         # (Shoeybi et al. 2019, Fig. 4); sequence parallel: all-gather + reduce-scatter of the
         # same volume (Korthikanti 2022 §4.2.2).
         tp_comm_bytes=4.0 * x.e * x.d if x.t > 1 else 0.0,
-        fw_flops=w.linear_flops + w.core_flops,
+        fw_flops=linear + core,
     )
 
 
@@ -204,22 +114,21 @@ def _constant_modes(value: float) -> ModeValues:
     return ModeValues(none=value, selective=value, full=value)
 
 
-def _embedding_cost(x: _Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCost:
+def _embedding_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCost:
     """Token (vocab-parallel, V*h/t) + learned position (gpt, s*h replicated) embeddings.
 
-    No matmul FLOPs. Memory-bound forward: gather (read + write e*d), gpt also the position add
-    (3e*d) and dropout (2e*d + mask). The backward (a scatter-add into the embedding gradient)
-    is taken as the forward's bytes, all of it weight gradient. Saved: gpt's dropout mask
+    No matmul FLOPs; memory-bound kernels (planner.catalog.layer_work.embedding_work). Saved:
+    gpt's dropout mask
     (Korthikanti 2022 §4.3: s*b*h/t with sequence parallel).
     """
     d, e = x.d, x.e
-    mem = (7.0 * e * d + e) / x.q if family == "gpt" else 2.0 * e * d / x.q
+    w = embedding_work(x, family, gpu, eff)
     saved = e / x.q if family == "gpt" else 0.0
     params = x.v * x.h / x.t + (x.s * x.h if family == "gpt" else 0)
     return LayerCost(
-        fw_s=eff.memory_s(mem, gpu),
-        bw_input_s=0.0,
-        bw_weight_s=eff.memory_s(mem, gpu),
+        fw_s=w.fw_s,
+        bw_input_s=w.bw_input_s,
+        bw_weight_s=w.bw_weight_s,
         recompute_s=_constant_modes(0.0),
         activation_bytes=_constant_modes(saved),
         param_bytes=params * x.d,
@@ -232,27 +141,26 @@ def _embedding_cost(x: _Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> La
     )
 
 
-def _head_cost(x: _Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCost:
+def _head_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCost:
     """Final norm + output projection (h x V/t) + vocab-parallel cross-entropy.
 
     FLOPs: 2*s*b*h*V/t forward (the V/(16Lh) term of Narayanan 2021 Eq. 3), the same again for
-    the input gradient and for the weight gradient. Memory-bound: the norm (2e*d/q) and three
-    passes over the fp32 logits (cast, max/sum, softmax: 12*s*b*V/t), the same in backward.
+    the input gradient and for the weight gradient; times: planner.catalog.layer_work.head_work.
     Saved (Korthikanti 2022 §4.3): norm and projection inputs 2e*d/q and the fp32 logits
     4*s*b*V/t. Never recomputed. With tied embeddings (gpt) the head holds its own copy of the
     word embeddings (Megatron keeps it on the last stage and all-reduces the two gradients);
     the cost model drops that copy when embedding and head sit on the same pipeline rank.
     """
     d, e = x.d, x.e
+    w = head_work(x, family, gpu, eff)
     flops = 2.0 * e * x.v / x.t
     logits = 4.0 * x.s * x.b * x.v / x.t
-    mem = 2.0 * e * d / x.q + 3.0 * logits
     norm_params = 2 * x.h if family == "gpt" else x.h
     params = x.v * x.h / x.t + norm_params
     return LayerCost(
-        fw_s=eff.time_s(flops=flops, num_bytes=mem, gpu=gpu),
-        bw_input_s=eff.time_s(flops=flops, num_bytes=mem, gpu=gpu),
-        bw_weight_s=eff.matmul_s(flops, gpu),
+        fw_s=w.fw_s,
+        bw_input_s=w.bw_input_s,
+        bw_weight_s=w.bw_weight_s,
         recompute_s=_constant_modes(0.0),
         activation_bytes=_constant_modes(2.0 * e * d / x.q + logits),
         param_bytes=params * x.d,
@@ -262,6 +170,34 @@ def _head_cost(x: _Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCo
         # gradient in the backward, plus cross-entropy's three fp32 all-reduces of s*b.
         tp_comm_bytes=2.0 * e * d + 3.0 * 4.0 * x.s * x.b if x.t > 1 else 0.0,
         fw_flops=flops,
+    )
+
+
+def _shape(
+    arch: ModelArch,
+    *,
+    dtype: str,
+    seq_length: int,
+    micro_batch_size: int,
+    tp: int,
+    sequence_parallel: bool,
+) -> Shape:
+    a, kv = arch.num_attention_heads, arch.kv_heads
+    if tp <= 0 or a % tp or kv % tp:
+        raise ValueError(f"tp={tp} must divide num_attention_heads={a} and num_kv_heads={kv}")
+    if sequence_parallel and tp == 1:
+        raise ValueError("sequence_parallel needs tp > 1")
+    return Shape(
+        s=seq_length,
+        b=micro_batch_size,
+        h=arch.hidden_size,
+        a=a,
+        kv=kv,
+        f=arch.ffn,
+        v=arch.vocab_size,
+        t=tp,
+        q=tp if sequence_parallel else 1,
+        d=DTYPE_BYTES[dtype],
     )
 
 
@@ -281,28 +217,48 @@ def analytic_costs(
     Times exclude TP communication (the cost model adds it from `tp_comm_bytes` on the link the
     TP group sits on). Raises ValueError if tp does not divide the heads and kv heads.
     """
-    a, kv = arch.num_attention_heads, arch.kv_heads
-    if tp <= 0 or a % tp or kv % tp:
-        raise ValueError(f"tp={tp} must divide num_attention_heads={a} and num_kv_heads={kv}")
-    if sequence_parallel and tp == 1:
-        raise ValueError("sequence_parallel needs tp > 1")
-    x = _Shape(
-        s=seq_length,
-        b=micro_batch_size,
-        h=arch.hidden_size,
-        a=a,
-        r=kv / a,
-        f=arch.ffn,
-        v=arch.vocab_size,
-        t=tp,
-        q=tp if sequence_parallel else 1,
-        d=DTYPE_BYTES[dtype],
+    x = _shape(
+        arch,
+        dtype=dtype,
+        seq_length=seq_length,
+        micro_batch_size=micro_batch_size,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
     )
     fam = arch.family
     return {
         EMBEDDING: _embedding_cost(x, fam, gpu, efficiency),
         DECODER: _decoder_cost(x, fam, gpu, efficiency),
         HEAD: _head_cost(x, fam, gpu, efficiency),
+    }
+
+
+def analytic_work(
+    arch: ModelArch,
+    *,
+    gpu: GpuSpec,
+    dtype: str,
+    seq_length: int,
+    micro_batch_size: int,
+    tp: int,
+    sequence_parallel: bool,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+) -> dict[str, LayerWork]:
+    """The named parts (GEMMs by kind, attention, element-wise) behind `analytic_costs`'
+    times, per layer kind: what bench/cost_breakdown.py shows."""
+    x = _shape(
+        arch,
+        dtype=dtype,
+        seq_length=seq_length,
+        micro_batch_size=micro_batch_size,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
+    )
+    fam = arch.family
+    return {
+        EMBEDDING: embedding_work(x, fam, gpu, efficiency),
+        DECODER: decoder_work(x, fam, gpu, efficiency),
+        HEAD: head_work(x, fam, gpu, efficiency),
     }
 
 
@@ -343,10 +299,5 @@ def analytic_profile(
         layers=layer_refs(arch),
         points=pts,
         arch=arch,
-        notes={
-            "efficiency": (
-                f"matmul_fraction={efficiency.matmul_fraction}, "
-                f"hbm_fraction={efficiency.hbm_fraction}"
-            )
-        },
+        notes={"efficiency": (", ".join(f"{k}={v}" for k, v in efficiency.as_dict().items()))},
     )

@@ -11,7 +11,11 @@ doc/PERFORMANCE.md, which the ring formulas below divide by:
   300 GB/s); `cluster.intra_node_gbps` overrides that bidirectional figure;
 - inter-node: `inter_node_gbps` per GPU as given (one HCA per GPU: 25 GB/s for HDR 200 Gb/s).
 Each collective also pays the link's latency once (`intra_node_latency_s`/`inter_node_latency_s`;
-NCCL's low-latency protocols keep small collectives near one hop).
+NCCL's low-latency protocols keep small collectives near one hop). This is the alpha-beta model
+(Hockney 1994; Thakur, Rabenseifner & Gropp 2005 for the ring algorithms): t = alpha + S_eff / beta,
+so the achieved bandwidth S_eff / t falls at small messages, to half of beta at S_eff = alpha * beta
+(10 us x 240 GB/s = 2.4 MB on NVLink). The cost model uses every link at `link_fraction` of its
+bus bandwidth (`Link.achieved`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ class Link:
     name: str  # "intra-node" or "inter-node"
     bytes_per_s: float
     latency_s: float
+
+    def achieved(self, fraction: float) -> Link:
+        """The link at `fraction` of its bus bandwidth: what NCCL's rings reach (the calibrated
+        `link_fraction`, planner.catalog.efficiency); the latency is unchanged."""
+        return Link(self.name, self.bytes_per_s * fraction, self.latency_s)
 
 
 def intra_link(cluster: ClusterSpec) -> Link:

@@ -12,7 +12,7 @@ both from `score_partition`. Throughput figures:
 
 from __future__ import annotations
 
-from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.catalog.efficiency import Efficiency
 from planner.cost.inputs import LayerTerms, build_inputs
 from planner.cost.partition import PartitionInputs
 from planner.cost.score import PartitionScore, score_partition, stage_modes
@@ -26,11 +26,13 @@ def evaluate(
     candidate: Candidate,
     *,
     source: CostSource | None = None,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    efficiency: Efficiency | None = None,
 ) -> Prediction:
     """Predict step time, throughput, bubble and per-GPU memory of a fixed candidate.
 
-    Raises SpecError (naming the field) if the candidate does not fit the request.
+    `efficiency` overrides the request's cost-model constants (its calibration, else the
+    catalog defaults). Raises SpecError (naming the field) if the candidate does not fit the
+    request.
     """
     inputs, terms = build_inputs(request, candidate, source=source, efficiency=efficiency)
     c = terms.candidate

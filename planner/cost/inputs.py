@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.catalog.efficiency import Efficiency
 from planner.catalog.models import HEAD
 from planner.cost.candidate import check_candidate
 from planner.cost.comm import all_reduce_s, dp_link, p2p_s, pp_link, tp_link
@@ -43,7 +43,7 @@ from planner.cost.memory import (
     static_bytes,
 )
 from planner.cost.partition import SPLIT_BACKWARD, ModeTriple, PartitionInputs
-from planner.cost.source import CostSource, resolve_costs
+from planner.cost.source import CostSource, request_efficiency, resolve_costs
 from planner.memo import PerObject
 from planner.schedules import peak_inflight_of, stage_to_rank
 from planner.specs.base import RECOMPUTE_MODES, ScheduleName
@@ -81,14 +81,18 @@ def build_inputs(
     candidate: Candidate,
     *,
     source: CostSource | None = None,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    efficiency: Efficiency | None = None,
     given_inflight: Callable[[int, int], int] | None = None,
     fill_stages: bool = True,
 ) -> tuple[PartitionInputs, LayerTerms]:
     """PartitionInputs of the candidate and the terms they were built from. `given_inflight`
     (stage, rank) -> count replaces the schedule's peak in-flight counts (which generating the
     schedule finds): for callers that only need a lower bound of them. `fill_stages=False`:
-    the terms' candidate keeps no default stages (check_candidate)."""
+    the terms' candidate keeps no default stages (check_candidate). `efficiency` defaults to
+    the request's constants (planner.cost.source.request_efficiency); a given `source` must
+    have been resolved with the same ones."""
+    if efficiency is None:
+        efficiency = request_efficiency(request)
     src = source if source is not None else resolve_costs(request, efficiency=efficiency)
     c = check_candidate(request, candidate, source=src, fill_stages=fill_stages)
     cluster, training = request.cluster, request.training
@@ -101,9 +105,10 @@ def build_inputs(
     else:
         inflight = tuple(given_inflight(s, r) for s, r in enumerate(stage_rank))
 
-    tlink = tp_link(cluster, tp=tp)
-    plink = pp_link(cluster, tp=tp, dp=dp, pp=pp)
-    dlink = dp_link(cluster, tp=tp, dp=dp)
+    achieved = efficiency.link_fraction  # NCCL's share of the bus bandwidth (comm.Link.achieved)
+    tlink = tp_link(cluster, tp=tp).achieved(achieved)
+    plink = pp_link(cluster, tp=tp, dp=dp, pp=pp).achieved(achieved)
+    dlink = dp_link(cluster, tp=tp, dp=dp).achieved(achieved)
     gpu = cluster.device
 
     # Tied embeddings (gpt): the head's copy of the word embeddings is the same tensor when
@@ -265,7 +270,7 @@ def partition_inputs(
     candidate: Candidate,
     *,
     source: CostSource | None = None,
-    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    efficiency: Efficiency | None = None,
     given_inflight: Callable[[int, int], int] | None = None,
 ) -> PartitionInputs:
     """The per-layer numbers that score any partition of this candidate's configuration.

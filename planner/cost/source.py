@@ -72,14 +72,33 @@ class CostSource:
         return known
 
 
-def resolve_costs(
-    request: PlanRequest, *, efficiency: Efficiency = DEFAULT_EFFICIENCY
-) -> CostSource:
+def request_efficiency(request: PlanRequest) -> Efficiency:
+    """The cost-model constants of a request: its calibration's, else the catalog defaults.
+
+    Raises SpecError(field="calibration.constants") for a calibration given only by id: the
+    service must load it and put its constants inline before planning.
+    """
+    cal = request.calibration
+    if cal is None:
+        return DEFAULT_EFFICIENCY
+    if cal.constants is None:
+        raise SpecError(
+            "calibration.constants",
+            cal.id,
+            "a stored calibration must be resolved by the service (its constants given "
+            "inline) before the cost model can use it",
+        )
+    return Efficiency.from_dict(cal.constants)
+
+
+def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None) -> CostSource:
     """The CostSource of a request: its architecture (analytic) or its inline profile.
+    `efficiency` defaults to the request's (`request_efficiency`).
 
     Raises SpecError(field="model.profile_id") for a profile given only by id: the service
     must load it and put it inline before planning.
     """
+    eff = efficiency if efficiency is not None else request_efficiency(request)
     profile = request.profile
     if profile is not None:
         prof = profile
@@ -111,7 +130,7 @@ def resolve_costs(
                 micro_batch_size=mbs,
                 tp=tp,
                 sequence_parallel=sp,
-                efficiency=efficiency,
+                efficiency=eff,
             )
 
         return CostSource(

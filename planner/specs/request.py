@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from planner.catalog.efficiency import Efficiency
 from planner.specs.base import SCHEDULES, Framework, Frozen, RecomputeMode, ScheduleName
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import ModelArch, ModelProfile
@@ -114,6 +115,22 @@ class SearchOptions(Frozen):
     seed: int = Field(default=0, ge=0, description="CP-SAT random seed, for repeatable results")
 
 
+class CalibrationRef(Frozen):
+    """The calibrated cost-model constants a request is planned with (a calibration document's
+    id and constants, planner.calibrate); constants left out keep the catalog's defaults.
+    `constants` absent: a calibration stored in the service, which fills them in by `id`."""
+
+    id: str = Field(min_length=1, max_length=200)
+    constants: dict[str, float] | None = None
+
+    @field_validator("constants")
+    @classmethod
+    def _known(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is not None:
+            Efficiency.from_dict(v)  # names known, values in range (ValueError names them)
+        return v
+
+
 class PlanRequest(Frozen):
     """What to plan: model, cluster, training, constraints, objective and search options."""
 
@@ -125,6 +142,9 @@ class PlanRequest(Frozen):
     search: SearchOptions = SearchOptions()
     tags: tuple[str, ...] = Field(default=(), description="labels for the plan history")
     force: bool = Field(default=False, description="service: re-plan even if a plan is cached")
+    calibration: CalibrationRef | None = Field(
+        default=None, description="cost-model constants from a calibration (meshplan calibrate)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:

@@ -136,6 +136,7 @@ def test_plan_page_shows_the_plan(site: tuple[Live, str, str], tmp_path: Path) -
     assert "1f1b" in text
     assert "-50.0%" in text  # the measured run: predicted step time half the measured one
     assert "cpu (gloo)" in text
+    assert "catalog defaults (no calibration)" in text  # the cost model the plan was made with
     shot = tmp_path / "plan.png"
     subprocess.run(
         [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from planner.catalog.efficiency import DEFAULT_EFFICIENCY
 from planner.catalog.models import analytic_profile
 from planner.cost import (
     build_inputs,
@@ -113,8 +114,10 @@ def test_tp_collectives_cost_time_and_full_recompute_repeats_them() -> None:
     x8 = partition_inputs(req, Candidate(tp=8, pp=1, dp=2))
     raw = resolve_costs(req).layer_costs(micro_batch_size=1, tp=8, sequence_parallel=False)
     d = 1  # a decoder layer
-    # 2 all-reduces of b*s*h bf16 each way on NVLink (300 GB/s bus), ring 2(t-1)/t, + latency
-    one_way = 2 * (2 * 7 / 8 * S * H * 2 / 300e9 + 5e-6)
+    # 2 all-reduces of b*s*h bf16 each way on NVLink (300 GB/s bus at the calibrated share
+    # NCCL achieves), ring 2(t-1)/t, + latency
+    bus = 300e9 * DEFAULT_EFFICIENCY.link_fraction
+    one_way = 2 * (2 * 7 / 8 * S * H * 2 / bus + 5e-6)
     assert x8.fw_s[d] - raw[d].fw_s == pytest.approx(one_way, rel=1e-9)
     none, _, full = x8.bw_input_s[d]
     assert none - raw[d].bw_input_s == pytest.approx(one_way, rel=1e-9)

@@ -60,12 +60,13 @@ def test_145b_on_one_gpu_per_replica_is_infeasible_with_margin_in_gib() -> None:
 
 @pytest.mark.slow
 def test_table1_throughput_within_the_issue_goal() -> None:
-    # issue 2: mean |error| <= 5 %, max <= 10 % of the published TFLOP/s per GPU
+    # issue 17 (the shape-aware model): mean |error| <= 3 %, max <= 8 % of the published
+    # TFLOP/s per GPU (issue 2 asked for 5 % / 10 %)
     table = rows(DEFAULT_CASES)
     stats = summary(table)
     assert stats["rows"] == 10
-    assert stats["mean_abs_error"] <= 0.05, table
-    assert stats["max_abs_error"] <= 0.10, table
+    assert stats["mean_abs_error"] <= 0.03, table
+    assert stats["max_abs_error"] <= 0.08, table
     # weak scaling: the predicted step time follows the paper's derived seconds per iteration
     for r in table:
         assert r["predicted_step_time_s"] == pytest.approx(r["published_step_time_s"], rel=0.1)

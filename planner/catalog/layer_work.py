@@ -1,0 +1,255 @@
+"""The kernels of one layer on one tp rank, and their times: the analytic families' work.
+
+A layer's forward, input-gradient and weight-gradient times are sums over named parts
+(`Part`): each GEMM (`gemm.qkv`, `gemm.attn_out`, `gemm.mlp_in`, `gemm.mlp_out`,
+`gemm.lm_head`), the attention core (`attention`) and the memory-bound element-wise kernels
+(`elementwise`). `planner.catalog.models` sums them into a LayerCost; `bench/cost_breakdown.py`
+shows them. Times come from planner.catalog.kernels (shape -> seconds).
+
+Shapes as each tp rank sees them (Shoeybi et al. 2019 §3: column-parallel QKV and MLP-in,
+row-parallel attention-out and MLP-out), T = s*b tokens (all T even with sequence parallel,
+whose all-gather restores the full sequence before each GEMM, Korthikanti 2022 §4.2.2):
+
+    gemm.qkv       [T, h] x [h, (h + 2*kv*h/a)/t]       (grouped-query: kv heads of K and V)
+    gemm.attn_out  [T, h/t] x [h/t, h]
+    gemm.mlp_in    [T, h] x [h, f/t]    gpt (GELU fc1); llama: [h, 2f/t] (gate and up fused,
+                                        Megatron-core's linear_fc1 for gated linear units)
+    gemm.mlp_out   [T, f/t] x [f/t, h]
+    gemm.lm_head   [T, h] x [h, V/t]
+Backward of each: the input gradient (dgrad, [T, N] x [N, K]) and the weight gradient
+(wgrad, [K, T] x [T, N]); the FLOPs are twice the forward's (Qi et al. 2024, Table 1: B takes
+the dgrads and the attention core's backward, W the wgrads).
+
+Attention core per rank, a/t heads of d_h = h/a:
+- gpt (Megatron 2021, unfused): batched Q K^T [s, d_h] x [d_h, s] and P V [s, s] x [s, d_h],
+  b*a/t of each; backward dQ, dK, dP, dV (four batched GEMMs, twice the forward FLOPs);
+  the scaled masked softmax and dropout are element-wise over a*s^2*b/t scores.
+- llama: one fused causal FlashAttention-2 kernel (planner.catalog.kernels.flash_attention_s).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner.catalog.efficiency import Efficiency
+from planner.catalog.hardware import GpuSpec
+from planner.catalog.kernels import Gemm, elementwise_s, flash_attention_s, gemm_s
+
+GEMM_KINDS = ("gemm.qkv", "gemm.attn_out", "gemm.mlp_in", "gemm.mlp_out", "gemm.lm_head")
+PART_KINDS = (*GEMM_KINDS, "attention", "elementwise")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The numbers every formula needs, for one (arch, s, b, t, sp, dtype)."""
+
+    s: int
+    b: int
+    h: int
+    a: int
+    kv: int  # kv heads
+    f: int
+    v: int
+    t: int
+    q: int  # divisor of the replicated (sequence-dim) parts: t with sequence parallel, else 1
+    d: int  # bytes per activation element
+
+    @property
+    def r(self) -> float:
+        return self.kv / self.a
+
+    @property
+    def e(self) -> float:
+        """Elements of one s x b x h activation."""
+        return float(self.s * self.b * self.h)
+
+    @property
+    def sbf(self) -> float:
+        return float(self.s * self.b * self.f)
+
+    @property
+    def scores(self) -> float:
+        """Elements of the attention scores a x s x s x b (the s^2 part)."""
+        return float(self.a * self.s * self.s * self.b)
+
+    @property
+    def tokens(self) -> int:
+        return self.s * self.b
+
+    @property
+    def head_dim(self) -> int:
+        return max(1, self.h // self.a)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One named part of a layer: its forward, input-gradient and weight-gradient seconds,
+    and whether selective recompute re-runs its forward."""
+
+    kind: str
+    fw_s: float
+    bw_input_s: float
+    bw_weight_s: float
+    selective: bool = False
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    parts: tuple[Part, ...]
+
+    @property
+    def fw_s(self) -> float:
+        return sum(p.fw_s for p in self.parts)
+
+    @property
+    def bw_input_s(self) -> float:
+        return sum(p.bw_input_s for p in self.parts)
+
+    @property
+    def bw_weight_s(self) -> float:
+        return sum(p.bw_weight_s for p in self.parts)
+
+    @property
+    def selective_s(self) -> float:
+        """What selective recompute re-runs: the forward of the parts marked selective."""
+        return sum(p.fw_s for p in self.parts if p.selective)
+
+
+def decoder_flops(x: Shape, swiglu: bool) -> tuple[float, float]:
+    """(linear, core) forward model FLOPs of one decoder layer on one tp rank.
+
+    Narayanan et al. 2021 §5.1 / Korthikanti et al. 2022 §6: a GPT layer's forward is
+    24*s*b*h^2 + 4*s^2*b*h: QKV 6sbh^2, output projection 2sbh^2, MLP 16sbh^2 (f = 4h), and the
+    attention core Q K^T and scores x V, 2*s^2*b*h each. Generalised: QKV is 2sbh*h(1 + 2r) with
+    grouped-query attention; SwiGLU has three h x f matmuls (gate, up, down) = 6sbhf, GELU two
+    = 4sbhf. Megatron splits every matmul over the t ranks. (Model FLOPs: the causal mask's
+    skipped half of a flash kernel is still counted, as MFU conventions do.)
+    """
+    mlp = (6.0 if swiglu else 4.0) * x.e * x.f
+    attn_linear = 2.0 * x.e * x.h * (1.0 + 2.0 * x.r) + 2.0 * x.e * x.h
+    core = 4.0 * x.s * x.e
+    return (attn_linear + mlp) / x.t, core / x.t
+
+
+def decoder_memory_bytes(x: Shape, family: str) -> tuple[float, float]:
+    """(element-wise, attention-core element-wise) forward HBM bytes of one decoder layer.
+
+    Each element-wise kernel reads its inputs and writes its output once (the kernels and
+    fusions of Megatron-LM 2021 for gpt; masks are 1 byte):
+      gpt   replicated: LN x2 (2e*d each), bias-dropout-add x2 (3e*d + e mask each)
+            sharded:    bias + GELU (read and write s*b*f)
+            core:       scaled masked softmax (2*a*s^2*b*d), dropout (2*a*s^2*b*d + mask)
+      llama replicated: RMSNorm x2 (2e*d each), residual add x2 (3e*d each)
+            sharded:    rotary on Q, K (2(1+r)e*d), SwiGLU (3*s*b*f*d)
+            core:       none (the flash kernel keeps the scores on chip)
+    """
+    d, e = x.d, x.e
+    if family == "gpt":
+        rep = 10.0 * e * d + 2.0 * e
+        shard = 2.0 * x.sbf * d
+        core = (4.0 * d + 1.0) * x.scores
+    else:
+        rep = 10.0 * e * d
+        shard = 2.0 * (1.0 + x.r) * e * d + 3.0 * x.sbf * d
+        core = 0.0
+    return rep / x.q + shard / x.t, core / x.t
+
+
+# forward element-wise kernels per decoder layer (module docstring of decoder_memory_bytes)
+_ELEMENTWISE_KERNELS = {"gpt": 5, "llama": 6}
+_CORE_ELEMENTWISE_KERNELS = {"gpt": 2, "llama": 0}
+
+
+def _gemm_part(kind: str, g: Gemm, gpu: GpuSpec, eff: Efficiency, d: int) -> Part:
+    return Part(
+        kind=kind,
+        fw_s=gemm_s(g, gpu, eff, element_bytes=d),
+        bw_input_s=gemm_s(g.dgrad, gpu, eff, element_bytes=d),
+        bw_weight_s=gemm_s(g.wgrad, gpu, eff, element_bytes=d),
+    )
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return max(1, math.ceil(a / b))
+
+
+def decoder_work(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerWork:
+    """The parts of one decoder layer (module docstring)."""
+    d, t, tok = x.d, x.t, x.tokens
+    qkv_out = x.h + 2 * x.kv * x.head_dim
+    mlp_in = 2 * x.f if family == "llama" else x.f
+    parts = [
+        _gemm_part("gemm.qkv", Gemm(tok, _ceil_div(qkv_out, t), x.h), gpu, eff, d),
+        _gemm_part("gemm.attn_out", Gemm(tok, x.h, _ceil_div(x.h, t)), gpu, eff, d),
+        _gemm_part("gemm.mlp_in", Gemm(tok, _ceil_div(mlp_in, t), x.h), gpu, eff, d),
+        _gemm_part("gemm.mlp_out", Gemm(tok, x.h, _ceil_div(x.f, t)), gpu, eff, d),
+    ]
+    heads = x.b * x.a // t
+    elem, core_elem = decoder_memory_bytes(x, family)
+    if family == "gpt":
+        qk = Gemm(x.s, x.s, x.head_dim, heads)
+        pv = Gemm(x.s, x.head_dim, x.s, heads)
+        kernels = _CORE_ELEMENTWISE_KERNELS[family]
+        fw = gemm_s(qk, gpu, eff, element_bytes=d) + gemm_s(pv, gpu, eff, element_bytes=d)
+        fw += elementwise_s(core_elem, gpu, eff, kernels=kernels)
+        bw = sum(gemm_s(g, gpu, eff, element_bytes=d) for g in (qk.dgrad, qk.wgrad, pv.dgrad))
+        bw += gemm_s(pv.wgrad, gpu, eff, element_bytes=d)
+        bw += elementwise_s(2.0 * core_elem, gpu, eff, kernels=kernels)
+        parts.append(Part("attention", fw, bw, 0.0, selective=True))
+    else:
+        fw, bw = (
+            flash_attention_s(
+                seq=x.s,
+                head_dim=x.head_dim,
+                batch_heads=heads,
+                causal=True,
+                backward=backward,
+                gpu=gpu,
+                eff=eff,
+                element_bytes=d,
+            )
+            for backward in (False, True)
+        )
+        # the fused kernel recomputes the scores itself: nothing for selective recompute
+        parts.append(Part("attention", fw, bw, 0.0))
+    kernels = _ELEMENTWISE_KERNELS[family]
+    parts.append(
+        Part(
+            "elementwise",
+            elementwise_s(elem, gpu, eff, kernels=kernels),
+            elementwise_s(2.0 * elem, gpu, eff, kernels=kernels),
+            0.0,
+        )
+    )
+    return LayerWork(tuple(parts))
+
+
+def head_work(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerWork:
+    """Final norm + output projection (h x V/t) + vocab-parallel cross-entropy.
+
+    Memory-bound: the norm (2e*d/q) and three passes over the fp32 logits (cast, max/sum,
+    softmax: 12*s*b*V/t), the same in backward (Korthikanti 2022 §4.3 for the logits' size).
+    """
+    del family  # both families' heads are the same kernels
+    proj = _gemm_part("gemm.lm_head", Gemm(x.tokens, _ceil_div(x.v, x.t), x.h), gpu, eff, x.d)
+    logits = 4.0 * x.s * x.b * x.v / x.t
+    mem = 2.0 * x.e * x.d / x.q + 3.0 * logits
+    elem = elementwise_s(mem, gpu, eff, kernels=4)
+    return LayerWork((proj, Part("elementwise", elem, elem, 0.0)))
+
+
+def embedding_work(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerWork:
+    """Token (vocab-parallel) + learned position (gpt) embeddings: memory-bound only.
+
+    Forward: gather (read + write e*d), gpt also the position add (3e*d) and dropout (2e*d +
+    mask); the backward (a scatter-add into the embedding gradient) is taken as the forward's
+    bytes, all of it weight gradient.
+    """
+    d, e = x.d, x.e
+    if family == "gpt":
+        mem, kernels = (7.0 * e * d + e) / x.q, 3
+    else:
+        mem, kernels = 2.0 * e * d / x.q, 1
+    t = elementwise_s(mem, gpu, eff, kernels=kernels)
+    return LayerWork((Part("elementwise", t, 0.0, t),))

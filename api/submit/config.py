@@ -30,20 +30,31 @@ class SubmitConfig:
     working directory, or in /tmp when it has none. Must be readable by the service (on the login
     node with ssh) for `log_tail`."""
 
+    slurm_jobcomp_file: str | None = None
+    """A jobcomp/filetxt file (JobCompLoc) to read for jobs slurmctld has purged, used when `sacct`
+    answers that accounting is disabled (clusters without slurmdbd, like the dev cluster). Read on
+    the login node with ssh, on the service host otherwise."""
+
     slurm_command_timeout_s: float = 30.0
     """A Slurm command or REST request slower than this counts as the scheduler unreachable."""
 
     slurmrestd_url: str | None = None
-    """Base URL of slurmrestd, e.g. "http://127.0.0.1:6820" (transport "rest")."""
+    """Base URL of slurmrestd, e.g. "http://127.0.0.1:6820" (transport "rest"); with
+    `slurmrestd_socket` set, only its path prefix matters ("http://slurmrestd")."""
+
+    slurmrestd_socket: str | None = None
+    """UNIX socket slurmrestd listens on (rest_auth/local: the service's own uid is the Slurm
+    user, no JWT); None connects over TCP to `slurmrestd_url`."""
 
     slurmrestd_user: str | None = None
-    """The Slurm user the JWT belongs to (X-SLURM-USER-NAME)."""
+    """The Slurm user the JWT belongs to (X-SLURM-USER-NAME); sent only with a token."""
 
     slurmrestd_token: str | None = None
     """The JWT (X-SLURM-USER-TOKEN), e.g. from `scontrol token`."""
 
-    slurmrestd_api_version: str = "v0.0.39"
-    """The slurmrestd OpenAPI plugin version used in URLs (`/slurm/<version>/...`)."""
+    slurmrestd_api_version: str = "v0.0.38"
+    """The slurmrestd OpenAPI plugin version in URLs (`/slurm/<version>/...`); Slurm 22.05 serves
+    v0.0.36 to v0.0.38 and the submitter speaks v0.0.38's documents."""
 
     kubernetes_namespace: str = "default"
     """Namespace the PyTorchJobs are created in."""

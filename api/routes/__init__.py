@@ -11,6 +11,7 @@ from api.routes import (
     plans,
     profiles,
     runs,
+    submissions,
     timeline,
 )
 
@@ -19,6 +20,7 @@ ROUTERS = (
     plans.router,
     jobs.router,
     runs.router,
+    submissions.router,
     timeline.router,
     bubble.router,
     launch.router,

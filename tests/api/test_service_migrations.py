@@ -15,7 +15,16 @@ from api.store import migrate
 from api.store.tables import Base
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"api_keys", "plans", "plan_tags", "jobs", "idempotency_keys", "profiles", "runs"}
+TABLES = {
+    "api_keys",
+    "plans",
+    "plan_tags",
+    "jobs",
+    "idempotency_keys",
+    "profiles",
+    "runs",
+    "submissions",
+}
 
 
 def _tables(url: str) -> set[str]:

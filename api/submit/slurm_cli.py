@@ -39,6 +39,7 @@ _UNREACHABLE = re.compile(
     re.IGNORECASE,
 )
 _ACCOUNTING_OFF = re.compile(r"accounting storage is disabled", re.IGNORECASE)
+_SETS_OUTPUT = re.compile(r"^#SBATCH\s+(--output|-o)\b", re.MULTILINE)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # squeue --Format fields, each ending in the "|" separator; SLURM_TIME_FORMAT=%s makes the times
 # epoch seconds, so they do not depend on the login node's time zone.
@@ -114,9 +115,13 @@ class SlurmCliSubmitter:
 
     def submit(self, spec: JobSpec) -> str:
         args = ["sbatch", "--parsable", f"--job-name={spec.name}", f"--nodes={spec.nodes}"]
-        log_dir = self.config.slurm_log_dir or spec.workdir
-        if "output" not in spec.options:
-            args.append(f"--output={os.path.join(log_dir or '/tmp', LOG_NAME)}")
+        # The operator's log directory wins over the script's own #SBATCH --output, so that
+        # log_tail finds the file after slurmctld has purged the job; options["output"] beats both.
+        log_dir = self.config.slurm_log_dir or spec.workdir or "/tmp"
+        if "output" not in spec.options and (
+            self.config.slurm_log_dir or not _SETS_OUTPUT.search(spec.script)
+        ):
+            args.append(f"--output={os.path.join(log_dir, LOG_NAME)}")
         if spec.workdir:
             args.append(f"--chdir={spec.workdir}")
         if spec.partition:

@@ -405,3 +405,21 @@ def test_no_allowance_means_no_submissions(db_url: str) -> None:
         assert r.status_code == 403 and "allowed: []" in r.json()["detail"]
         admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
         assert client.get("/v1/submissions", headers=admin).json()["data"] == []
+
+
+def test_the_plan_page_shows_its_submissions(sub: Sub) -> None:
+    body = {"backend": "slurm", "report": True, "deployment": {"workdir": WORKDIR}}
+    sid = sub.submit(body).json()["id"]
+    token = {"Authorization": f"Bearer {_token(sub, '100')}"}
+    run_id = sub.client.post(
+        f"/v1/plans/{sub.plan_id}/runs", json=_report(sub), headers=token
+    ).json()["id"]
+    sub.scheduler.states["100"] = JobStatus(state="FAILED", exit_code=7, reason="NonZeroExitCode")
+    sub.scheduler.logs["100"] = "RuntimeError: <boom>\n"
+    sub.state.poller.poll_once()
+    html = sub.client.get(f"/plans/{sub.plan_id}", headers=sub.acme).text
+    section = html[html.index('id="submissions"') :]
+    assert f'id="submission-{sid}"' in section and "FAILED" in section
+    assert "NonZeroExitCode" in section and ">7<" in section
+    assert "RuntimeError: &lt;boom&gt;" in section  # the log tail, escaped
+    assert f'href="#run-{run_id}"' in section and f'id="run-{run_id}"' in html

@@ -27,6 +27,8 @@ COMMAND_MODULES = (
     "api.cli.serve",
     "api.cli.launch",
     "api.cli.profile",
+    "api.cli.submit",
+    "api.cli.submissions",
 )
 
 for _name in COMMAND_MODULES:

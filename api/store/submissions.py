@@ -93,15 +93,43 @@ def list_submissions(
     return SubmissionPage(rows=rows, next_cursor=next_cursor)
 
 
-def open_submissions(session: Session, *, limit: int = 10_000) -> list[SubmissionRow]:
+@dataclass(frozen=True)
+class Tracked:
+    """What the poller needs of an open submission (a plain row, not an ORM object)."""
+
+    id: str
+    backend: str
+    scheduler_job_id: str
+    state: str
+    exit_code: int | None
+    reason: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    log_tail: str
+
+
+_TRACKED = (
+    SubmissionRow.id,
+    SubmissionRow.backend,
+    SubmissionRow.scheduler_job_id,
+    SubmissionRow.state,
+    SubmissionRow.exit_code,
+    SubmissionRow.reason,
+    SubmissionRow.started_at,
+    SubmissionRow.finished_at,
+    SubmissionRow.log_tail,
+)
+
+
+def open_submissions(session: Session, *, limit: int = 10_000) -> list[Tracked]:
     """Every tenant's submissions the scheduler still has to finish (the poller's work)."""
     stmt = (
-        select(SubmissionRow)
+        select(*_TRACKED)
         .where(SubmissionRow.state.in_(OPEN_STATES), SubmissionRow.scheduler_job_id.is_not(None))
         .order_by(SubmissionRow.backend, SubmissionRow.created_at)
         .limit(limit)
     )
-    return list(session.scalars(stmt))
+    return [Tracked(*row) for row in session.execute(stmt)]
 
 
 def by_token_hash(session: Session, *, token_hash: str) -> SubmissionRow | None:

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.settings import Settings
 from api.store import submissions as submission_store
+from api.store.submissions import Tracked
 from api.store.tables import SubmissionRow, utcnow
 from api.submissions.registry import Submitters
 from api.submissions.states import status_values, store_status
@@ -96,7 +97,7 @@ class Poller:
         with self.sessions() as session:
             rows = submission_store.open_submissions(session)
         stats.open = len(rows)
-        by_backend: dict[str, list[SubmissionRow]] = defaultdict(list)
+        by_backend: dict[str, list[Tracked]] = defaultdict(list)
         for row in rows:
             by_backend[row.backend].append(row)
         for backend, group in by_backend.items():
@@ -105,7 +106,7 @@ class Poller:
         stats.wall_s = self.clock() - start
         return stats
 
-    def _poll_backend(self, backend: str, rows: list[SubmissionRow], stats: PollStats) -> int:
+    def _poll_backend(self, backend: str, rows: list[Tracked], stats: PollStats) -> int:
         backoff = self.backoff[backend]
         if self.clock() < backoff.next_at:
             stats.skipped_backends.append(backend)
@@ -113,7 +114,7 @@ class Poller:
         try:
             submitter = self.submitters.get(backend)
             stats.status_calls += 1
-            answers = submitter.status([status_id(r) for r in rows])
+            answers = submitter.status([r.scheduler_job_id for r in rows])
             tails = self._tails(submitter, rows, answers, stats)
         except SubmitterUnavailable as exc:
             backoff.failures += 1
@@ -136,19 +137,19 @@ class Poller:
     def _tails(
         self,
         submitter: Submitter,
-        rows: list[SubmissionRow],
+        rows: list[Tracked],
         answers: dict[str, JobStatus],
         stats: PollStats,
     ) -> dict[str, str]:
         """Log tails of the jobs that run or have just ended (a queued job has no output)."""
         tails: dict[str, str] = {}
         for row in rows:
-            status = answers.get(status_id(row))
+            status = answers.get(row.scheduler_job_id)
             if status is None or status.state == "PENDING":
                 continue
             stats.log_calls += 1
             try:
-                tails[row.id] = submitter.log_tail(status_id(row), self.log_lines)
+                tails[row.id] = submitter.log_tail(row.scheduler_job_id, self.log_lines)
             except SubmitterUnavailable:
                 raise
             except Exception as exc:  # a missing or unreadable log does not stop the poll
@@ -156,14 +157,14 @@ class Poller:
         return tails
 
     def _store(
-        self, rows: list[SubmissionRow], answers: dict[str, JobStatus], tails: dict[str, str]
+        self, rows: list[Tracked], answers: dict[str, JobStatus], tails: dict[str, str]
     ) -> int:
         now = utcnow()
         updated = 0
         unchanged: list[str] = []
         with self.sessions() as session:
             for row in rows:
-                status = answers.get(status_id(row))
+                status = answers.get(row.scheduler_job_id)
                 if status is None:
                     continue
                 values = status_values(
@@ -194,9 +195,3 @@ class Poller:
                 )
             session.commit()
         return updated
-
-
-def status_id(row: SubmissionRow) -> str:
-    """The scheduler's id of an open submission (`open_submissions` returns only rows with one)."""
-    assert row.scheduler_job_id is not None
-    return row.scheduler_job_id

@@ -8,7 +8,7 @@ when the report token expires.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
@@ -20,8 +20,25 @@ from api.submit import FINAL_STATES, JobStatus
 MAX_LOG_CHARS = 16_000
 
 
+class Known(Protocol):
+    """What the service knows of a submission's job (a row, or the poller's Tracked)."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+    @property
+    def log_tail(self) -> str: ...
+
+
 def status_values(
-    row: SubmissionRow,
+    row: Known,
     status: JobStatus,
     *,
     log_tail: str | None,

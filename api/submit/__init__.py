@@ -9,7 +9,6 @@ from api.submit.config import SubmitConfig
 from api.submit.protocol import (
     FINAL_STATES,
     JOB_STATES,
-    JobNotFound,
     JobSpec,
     JobState,
     JobStatus,
@@ -22,7 +21,6 @@ from api.submit.protocol import (
 __all__ = [
     "FINAL_STATES",
     "JOB_STATES",
-    "JobNotFound",
     "JobSpec",
     "JobState",
     "JobStatus",

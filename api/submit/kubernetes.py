@@ -36,7 +36,6 @@ from api.submit.kubernetes_manifest import (
     prepare,
 )
 from api.submit.protocol import (
-    JobNotFound,
     JobSpec,
     JobState,
     JobStatus,
@@ -199,9 +198,9 @@ class KubernetesSubmitter:
                 body=k8s.V1DeleteOptions(propagation_policy="Foreground"),
             )
         except ApiException as e:
-            if e.status != 404:
-                raise SubmissionRejected(f"cannot delete {job_id}: {_api_message(e)}") from e
-            raise JobNotFound(f"no PyTorchJob {job_id}") from e
+            if e.status == 404:
+                return  # already gone: status() reads CANCELLED
+            raise SubmissionRejected(f"cannot delete {job_id}: {_api_message(e)}") from e
         with contextlib.suppress(ApiException):  # the job is gone; a leftover ConfigMap is harmless
             self._do(
                 "delete ConfigMaps",
@@ -299,7 +298,7 @@ def _gone(job_id: str) -> JobStatus:
 def _split(job_id: str) -> tuple[str, str]:
     namespace, sep, name = job_id.partition("/")
     if not sep or not namespace or not name:
-        raise JobNotFound(f"not a Kubernetes job id (namespace/name): {job_id!r}")
+        raise ValueError(f"not a Kubernetes job id (namespace/name): {job_id!r}")
     return namespace, name
 
 

@@ -4,8 +4,7 @@ Exception tree (the API layer maps these to HTTP; backends raise nothing else ab
 
     SubmitError
     ├── SubmitterUnavailable   scheduler unreachable or not answering → 503 + Retry-After
-    ├── SubmissionRejected     scheduler refused the job (bad partition, bad script…) → 422
-    └── JobNotFound            the scheduler has no record of the job at all → 404
+    └── SubmissionRejected     scheduler refused the job (bad partition, bad script…) → 422
 """
 
 from __future__ import annotations
@@ -37,10 +36,6 @@ class SubmitterUnavailable(SubmitError):
 
 class SubmissionRejected(SubmitError):
     """The scheduler answered and refused the job (unknown partition, bad option, bad script)."""
-
-
-class JobNotFound(SubmitError):
-    """The scheduler and its accounting have no record of this job id (cancel / log_tail)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +114,8 @@ class Submitter(Protocol):
         ...
 
     def cancel(self, job_id: str) -> None:
-        """Ask the scheduler to cancel the job; cancelling a finished job is not an error."""
+        """Ask the scheduler to cancel the job. Cancelling a finished job, or one the scheduler
+        has no record of, is not an error (`status` then says what became of it)."""
         ...
 
     def log_tail(self, job_id: str, lines: int = 50) -> str:

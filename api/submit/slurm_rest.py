@@ -19,7 +19,6 @@ import httpx
 
 from api.submit.config import SubmitConfig
 from api.submit.protocol import (
-    JobNotFound,
     JobSpec,
     JobStatus,
     SubmissionRejected,
@@ -94,14 +93,14 @@ class SlurmRestSubmitter:
             job["account"] = spec.account
         if spec.time_limit_min is not None:
             job["time_limit"] = spec.time_limit_min
-        for key, value in spec.options.items():  # v0.0.38 job properties; integers as numbers
-            job[key.replace("-", "_")] = int(value) if value.isdigit() else value
+        for key, value in spec.options.items():  # v0.0.38 job properties, sbatch's names
+            job[key.replace("-", "_")] = _option_value(value)
         doc = self._call("POST", "/job/submit", {"script": spec.script, "job": job})
-        errors = doc.get("errors") or []
-        if errors or "job_id" not in doc:
-            reason = "; ".join(_describe(e) for e in errors) or "no job id in the answer"
-            raise SubmissionRejected(f"slurmrestd refused the job: {reason}")
-        return str(doc["job_id"])
+        # A job id means the job exists; errors beside it are notes (ESLURM_JOB_HELD for --hold).
+        if doc.get("job_id"):
+            return str(doc["job_id"])
+        reason = "; ".join(_describe(e) for e in doc.get("errors") or []) or "no job id"
+        raise SubmissionRejected(f"slurmrestd refused the job: {reason}")
 
     def status(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         ids = list(dict.fromkeys(job_ids))
@@ -132,9 +131,7 @@ class SlurmRestSubmitter:
         if not errors:
             return
         if any(_errno(e) == _INVALID_JOB_ID for e in errors):
-            if self.status([job_id])[job_id].scheduler_state is None:
-                raise JobNotFound(f"Slurm has no job {job_id}")
-            return  # finished and purged
+            return  # finished and purged, or never known: status() says which
         message = "; ".join(_describe(e) for e in errors)
         if "already completing or completed" in message.lower():
             return
@@ -150,6 +147,13 @@ class SlurmRestSubmitter:
         else:
             return ""
         return _tail(Path(path), lines)
+
+
+def _option_value(value: str) -> object:
+    """An option's JSON value: "" is a flag (true, as `--hold` is for sbatch), digits a number."""
+    if value == "":
+        return True
+    return int(value) if value.isdigit() else value
 
 
 def _client(config: SubmitConfig) -> httpx.Client:

@@ -14,7 +14,6 @@ import yaml
 from kube_apiserver import ApiState, api_server
 
 from api.submit import (
-    JobNotFound,
     JobSpec,
     SubmissionRejected,
     SubmitConfig,
@@ -215,8 +214,7 @@ def test_cancel_deletes_the_job_and_status_then_reads_cancelled(
     status = submitter.status([job_id])[job_id]
     assert status.state == "CANCELLED"
     assert status.reason is not None and "no longer exists" in status.reason
-    with pytest.raises(JobNotFound):
-        submitter.cancel(job_id)
+    submitter.cancel(job_id)  # already gone: not an error
 
 
 def test_log_tail_reads_the_master_pods_pytorch_container(

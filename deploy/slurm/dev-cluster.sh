@@ -74,6 +74,8 @@ MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
 SchedulerType=sched/backfill
+# start batch jobs at submit time (the default lets slurmctld defer them by up to 3 s)
+SchedulerParameters=batch_sched_delay=0
 MinJobAge=$MIN_JOB_AGE_S
 KillWait=5
 AccountingStorageType=accounting_storage/none

@@ -20,7 +20,8 @@ JOBCOMP_FILE=/var/log/slurm/jobcomp.log
 RESTD_SOCKET=/run/slurmrestd/slurmrestd.socket
 RESTD_PIDFILE=/run/slurmrestd/slurmrestd.pid
 RESTD_LOG=/var/log/slurm/slurmrestd.log
-PACKAGES=(munge slurm-wlm slurmctld slurmd slurm-client slurmrestd)
+# openssh-server: the ssh transport's test starts its own sshd on 127.0.0.1 as a "login node"
+PACKAGES=(munge slurm-wlm slurmctld slurmd slurm-client slurmrestd openssh-server openssh-client)
 
 log() { echo "dev-cluster: $*" >&2; }
 

@@ -44,8 +44,10 @@ class JobSpec:
 
     `script` is the batch script text for Slurm (an sbatch script, `#SBATCH` lines allowed) and the
     manifest text (YAML or JSON) for Kubernetes. `options` are backend-specific extras: for Slurm,
-    long sbatch options without the dashes (`{"qos": "high"}` → `--qos=high`); for Kubernetes,
-    e.g. `{"image": "..."}`. `env` is added to the job's environment.
+    long sbatch options without the dashes (`{"qos": "high"}` → `--qos=high`, `{"hold": ""}` →
+    `--hold`); for Kubernetes, `{"namespace": "..."}`. `env` is added to the job's environment.
+    `partition`, `account`, `time_limit_min` and `nodes` are Slurm's; the Kubernetes manifest
+    states its own replicas.
     """
 
     name: str

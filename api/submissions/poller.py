@@ -122,7 +122,7 @@ class Poller:
             backoff.next_at = self.clock() + wait
             stats.unavailable[backend] = str(exc)
             log.warning(
-                "%s scheduler unavailable (%d in a row), next poll in %.0f s: %s",
+                "%s scheduler unavailable (%d in a row), next poll in %.1f s: %s",
                 backend,
                 backoff.failures,
                 wait,

@@ -12,6 +12,7 @@ report (its token was never stored).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Literal
 
@@ -77,6 +78,48 @@ def check_allowed(settings: Settings, tenant: str, body: SubmissionCreate) -> No
         )
 
 
+# sbatch options the service sets or the allow-list governs; sbatch (getopt_long) also takes
+# any unambiguous prefix of a long option, so a prefix of one of these is refused too.
+RESERVED_SLURM_OPTIONS = (
+    "partition",
+    "account",
+    "chdir",
+    "job-name",
+    "nodes",
+    "time",
+    "export",
+    "uid",
+    "gid",
+    "wrap",
+    "parsable",
+)
+_OPTION = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+def check_options(body: SubmissionCreate) -> None:
+    """422 for a backend option that is no option name, or (Slurm) one the service sets itself
+    or the tenant's allowance governs (`partition` belongs in `deployment.partition`)."""
+    for key in body.deployment.options:
+        field = f"body.deployment.options.{key}"
+        if not _OPTION.match(key):
+            why = "an option name is lower-case letters, digits and '-', without the dashes"
+        elif body.backend == "slurm" and any(r.startswith(key) for r in RESERVED_SLURM_OPTIONS):
+            why = (
+                f"the service sets --{key} (or it abbreviates one it sets: "
+                f"{[r for r in RESERVED_SLURM_OPTIONS if r.startswith(key)]}); use the "
+                f"deployment's own fields"
+            )
+        else:
+            continue
+        raise ProblemError(
+            422,
+            "Invalid backend option",
+            f"{field}: {why}",
+            kind="validation",
+            errors=[{"field": field, "message": why, "value": key}],
+        )
+
+
 def _check_report(body: SubmissionCreate) -> None:
     if body.report and body.framework != "meshplan":
         raise ProblemError(
@@ -116,6 +159,7 @@ def create_submission(
     recording transaction (the route stores its idempotent response there)."""
     tenant = principal.tenant
     check_allowed(state.settings, tenant, body)
+    check_options(body)
     _check_report(body)
     with state.sessions() as session:
         plan_row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)

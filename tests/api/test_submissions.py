@@ -39,6 +39,7 @@ class Sub:
     client: TestClient
     state: AppState
     scheduler: SchedulerDouble
+    kube: SchedulerDouble
     acme: dict[str, str]
     globex: dict[str, str]
     plan_id: str
@@ -55,15 +56,15 @@ def sub(db_url: str) -> Iterator[Sub]:
     settings = make_settings(
         db_url,
         submission_tenants={
-            "acme": {"backends": ["slurm"]},
+            "acme": {"backends": ["slurm", "kubernetes"]},
             "globex": {"backends": ["slurm"], "partitions": ["debug"]},
         },
         submission_poll_interval_s=3600.0,  # the tests poll by hand
         submission_poll_max_backoff_s=3600.0,
         submission_token_grace_s=0.0,
     )
-    scheduler = SchedulerDouble()
-    app = create_app(settings, submitters={"slurm": scheduler})
+    scheduler, kube = SchedulerDouble(), SchedulerDouble(backend="kubernetes")
+    app = create_app(settings, submitters={"slurm": scheduler, "kubernetes": kube})
     with TestClient(app, raise_server_exceptions=False) as client:
         acme = new_key(client, "acme")
         r = client.post("/v1/plans", json=cpu_request(), headers=acme)
@@ -72,6 +73,7 @@ def sub(db_url: str) -> Iterator[Sub]:
             client=client,
             state=app.state.meshplan,
             scheduler=scheduler,
+            kube=kube,
             acme=acme,
             globex=new_key(client, "globex"),
             plan_id=r.json()["id"],
@@ -118,7 +120,7 @@ def test_a_tenant_sees_and_cancels_only_its_own(sub: Sub) -> None:
 @pytest.mark.parametrize(
     ("who", "body", "field"),
     [
-        ("acme", {"backend": "kubernetes"}, "backend"),
+        ("globex", {"backend": "kubernetes"}, "backend"),
         (
             "globex",
             {"backend": "slurm", "deployment": {"workdir": WORKDIR}},
@@ -143,7 +145,7 @@ def test_outside_the_allow_list_is_403_and_reaches_no_scheduler(
     assert r.status_code == 403, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     assert r.json()["field"] == field
-    assert sub.scheduler.specs == {} and _count(sub, headers) == 0
+    assert sub.scheduler.specs == sub.kube.specs == {} and _count(sub, headers) == 0
 
 
 def test_an_allowed_partition_goes_through(sub: Sub) -> None:
@@ -423,3 +425,37 @@ def test_the_plan_page_shows_its_submissions(sub: Sub) -> None:
     assert "NonZeroExitCode" in section and ">7<" in section
     assert "RuntimeError: &lt;boom&gt;" in section  # the log tail, escaped
     assert f'href="#run-{run_id}"' in section and f'id="run-{run_id}"' in html
+
+
+@pytest.mark.parametrize("key", ["partition", "part", "uid", "chdir", "Bad Key", "job-name"])
+def test_backend_options_cannot_override_what_the_service_sets(sub: Sub, key: str) -> None:
+    body = {"backend": "slurm", "deployment": {"workdir": WORKDIR, "options": {key: "x"}}}
+    r = sub.submit(body)
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["field"] == f"body.deployment.options.{key}"
+    assert sub.scheduler.specs == {}
+
+
+def test_backend_options_reach_the_scheduler(sub: Sub) -> None:
+    options = {"qos": "high", "exclusive": ""}
+    r = sub.submit({"backend": "slurm", "deployment": {"workdir": WORKDIR, "options": options}})
+    assert r.status_code == 201, r.text
+    assert dict(sub.scheduler.specs["100"].options) == options
+
+
+def test_kubernetes_gets_the_pytorchjob_manifest(sub: Sub) -> None:
+    import yaml
+
+    kube = sub.kube
+    body = {"backend": "kubernetes", "report": True, "deployment": {"image": "img:1"}}
+    r = sub.submit(body)
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    docs = list(yaml.safe_load_all(kube.specs["100"].script))
+    job = next(d for d in docs if d["kind"] == "PyTorchJob")
+    assert job["metadata"]["name"] == f"meshplan-{sid[:8]}"
+    master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    words = [*master.get("command", []), *master.get("args", [])]
+    text = " ".join(words)
+    assert master["image"] == "img:1" and "--report-url" in text and sub.plan_id in text
+    assert any(d["kind"] == "ConfigMap" for d in docs)  # the plan JSON travels with it

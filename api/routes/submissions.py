@@ -144,12 +144,16 @@ async def create(
         )
         return _created(row)
     key = idempotency_key
+    # a reservation outlives any honest attempt (the scheduler's command timeout, twice):
+    # older, it belonged to a process that died, and the key is free again
+    stale_after_s = 2 * state.submitters.config.slurm_command_timeout_s + 60.0
     claim = await run_in_threadpool(
         idempotency.begin,
         state.sessions,
         tenant=tenant,
         key=key,
         fingerprint=fingerprint(plan_id, body),
+        stale_after_s=stale_after_s,
     )
     if claim.outcome != "new":
         return _replay(claim)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,8 @@ def cpu_plan_request() -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
+@contextmanager
+def live_cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
     if not cluster_up():
         pytest.skip(f"the dev Slurm cluster is down: run `sudo {DEV_CLUSTER} up`")
     settings = make_settings(
@@ -121,6 +122,21 @@ def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
         workdir = tmp_path / "jobs"
         workdir.mkdir()
         yield Cluster(live.url, live.app.state.meshplan, auth, r.json()["id"], workdir)
+
+
+@pytest.fixture
+def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
+    """The end to end on SQLite and on PostgreSQL."""
+    with live_cluster(db_url, tmp_path) as c:
+        yield c
+
+
+@pytest.fixture
+def sqlite_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """The faults on SQLite only: their database side is the same code the end to end and
+    tests/api/test_submissions.py run on both databases; each costs a Slurm job."""
+    with live_cluster(f"sqlite:///{tmp_path / 'meshplan.db'}", tmp_path) as c:
+        yield c
 
 
 def test_a_plan_runs_on_slurm_and_reports_its_measured_run(cluster: Cluster) -> None:
@@ -148,7 +164,10 @@ def test_a_plan_runs_on_slurm_and_reports_its_measured_run(cluster: Cluster) -> 
     assert f'id="submission-{sid}"' in page and f'href="#run-{done["run_ids"][0]}"' in page
 
 
-def test_a_failing_job_ends_failed_with_its_exit_code_and_log_tail(cluster: Cluster) -> None:
+def test_a_failing_job_ends_failed_with_its_exit_code_and_log_tail(
+    sqlite_cluster: Cluster,
+) -> None:
+    cluster = sqlite_cluster
     # the runner refuses a negative warm-up: argparse exits 2 in both ranks, torchrun fails
     r = cluster.submit(cluster.deployment(entry_args=["--warmup", "-1"]))
     assert r.status_code == 201, r.text
@@ -158,7 +177,8 @@ def test_a_failing_job_ends_failed_with_its_exit_code_and_log_tail(cluster: Clus
     assert done["run_ids"] == []
 
 
-def test_delete_of_a_running_job_ends_cancelled(cluster: Cluster) -> None:
+def test_delete_of_a_running_job_ends_cancelled(sqlite_cluster: Cluster) -> None:
+    cluster = sqlite_cluster
     r = cluster.submit(cluster.deployment(steps=10_000_000), report=False)
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
@@ -171,8 +191,9 @@ def test_delete_of_a_running_job_ends_cancelled(cluster: Cluster) -> None:
 
 
 def test_slurmctld_stopped_is_503_records_nothing_and_the_poller_recovers(
-    cluster: Cluster,
+    sqlite_cluster: Cluster,
 ) -> None:
+    cluster = sqlite_cluster
     r = cluster.submit(cluster.deployment(), report=True)
     assert r.status_code == 201, r.text
     sid = r.json()["id"]

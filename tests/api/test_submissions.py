@@ -459,3 +459,22 @@ def test_kubernetes_gets_the_pytorchjob_manifest(sub: Sub) -> None:
     text = " ".join(words)
     assert master["image"] == "img:1" and "--report-url" in text and sub.plan_id in text
     assert any(d["kind"] == "ConfigMap" for d in docs)  # the plan JSON travels with it
+
+
+@pytest.mark.parametrize(
+    ("value", "minutes"),
+    [
+        ("90", 90),
+        ("5:30", 6),  # M:S, rounded up
+        ("01:00:00", 60),
+        ("00:00:30", 1),
+        ("1-12", 36 * 60),  # D-H
+        ("2-00:30", 48 * 60 + 30),  # D-H:M
+        ("1-00:00:01", 24 * 60 + 1),  # D-H:M:S
+        ("UNLIMITED", None),  # Slurm judges the script's own --time
+    ],
+)
+def test_slurm_time_limits_in_minutes(value: str, minutes: int | None) -> None:
+    from api.submissions.jobscript import time_limit_min
+
+    assert time_limit_min(value) == minutes

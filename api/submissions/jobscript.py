@@ -14,7 +14,7 @@ import secrets
 import shlex
 from dataclasses import dataclass
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from api.submit import JobSpec
 from planner.errors import SpecError
@@ -33,6 +33,14 @@ class SubmissionDeployment(Deployment):
     without dashes, e.g. {"qos": "high"}; Kubernetes extras)."""
 
     options: dict[str, str] = Field(default_factory=dict, description="backend-specific options")
+
+    @field_validator("time", "output", "error", "partition", "account", "image", "workdir")
+    @classmethod
+    def _one_line(cls, v: str | None) -> str | None:
+        """These become `#SBATCH` lines: a line break would add directives of its own."""
+        if v is not None and any(c in v for c in "\n\r\x00"):
+            raise ValueError(f"{v!r} must be one line")
+        return v
 
     def launch_fields(self) -> Deployment:
         return Deployment.model_validate(self.model_dump(exclude={"options"}))

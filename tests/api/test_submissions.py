@@ -478,3 +478,12 @@ def test_slurm_time_limits_in_minutes(value: str, minutes: int | None) -> None:
     from api.submissions.jobscript import time_limit_min
 
     assert time_limit_min(value) == minutes
+
+
+@pytest.mark.parametrize("field", ["time", "output", "error", "account", "workdir"])
+def test_a_line_break_cannot_add_sbatch_directives(sub: Sub, field: str) -> None:
+    deployment = {"workdir": WORKDIR, field: f"{WORKDIR}\n#SBATCH --uid=0"}
+    r = sub.submit({"backend": "slurm", "deployment": deployment})
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["field"] == f"body.deployment.{field}"
+    assert sub.scheduler.specs == {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,11 +15,15 @@ from api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from api.routes import ROUTERS
 from api.schemas.problem import Problem
 from api.settings import Settings
+from api.submit import Submitter
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, submitters: Mapping[str, Submitter] | None = None
+) -> FastAPI:
+    """The service. `submitters` (by backend name) replace the ones `settings.submit` builds."""
     settings = settings or Settings()
-    state = build_state(settings)
+    state = build_state(settings, submitters)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

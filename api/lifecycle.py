@@ -1,8 +1,10 @@
-"""Build an app's state from settings; start-up (migrations, bootstrap key) and shutdown."""
+"""Build an app's state from settings; start-up (migrations, bootstrap key, the submission
+poller) and shutdown."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from api.metrics import Metrics
 from api.settings import Settings
@@ -10,19 +12,27 @@ from api.state import AppState
 from api.store import migrate
 from api.store.db import make_engine, make_sessionmaker, session_scope
 from api.store.keys import ensure_key
+from api.submissions.poller import Poller
+from api.submissions.registry import Submitters
+from api.submit import Submitter
 from api.workers import SolverPool
 
 log = logging.getLogger("meshplan.api")
 
 
-def build_state(settings: Settings) -> AppState:
+def build_state(settings: Settings, submitters: Mapping[str, Submitter] | None = None) -> AppState:
+    """`submitters` replace the backends `settings.submit` would build (by backend name)."""
     engine = make_engine(settings.database_url, pool_size=settings.db_pool_size)
+    sessions = make_sessionmaker(engine)
+    registry = Submitters(settings.submit_config(), submitters)
     return AppState(
         settings=settings,
         engine=engine,
-        sessions=make_sessionmaker(engine),
+        sessions=sessions,
         metrics=Metrics(),
         pool=SolverPool(settings.solver_workers),
+        submitters=registry,
+        poller=Poller(sessions, registry, settings),
     )
 
 
@@ -40,8 +50,10 @@ def start(state: AppState) -> None:
             )
     if settings.dev_open:
         log.warning("dev-open: requests without an API key act as tenant 'dev'")
+    state.poller.start()
 
 
 def stop(state: AppState) -> None:
+    state.poller.stop()
     state.pool.shutdown()
     state.engine.dispose()

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.submit.config import SubmitConfig
+
 MIB = 1024 * 1024
+
+
+class SubmissionAllowance(BaseModel):
+    """Where one tenant may submit plans: backends, and the Slurm partitions (None: any)."""
+
+    backends: list[str] = Field(default_factory=list, description="e.g. ['slurm']")
+    partitions: list[str] | None = Field(
+        default=None, description="allowed partitions; None allows any (and none given)"
+    )
 
 
 class Settings(BaseSettings):
@@ -29,6 +42,42 @@ class Settings(BaseSettings):
     )
     migrate_on_start: bool = True
     db_pool_size: int = Field(default=10, gt=0)
+
+    # submissions (docs/submissions.md)
+    submission_tenants: dict[str, SubmissionAllowance] = Field(
+        default_factory=dict,
+        description="tenant -> allowed backends/partitions; '*' applies to unlisted tenants; "
+        "a tenant with no entry may not submit",
+    )
+    submit: dict[str, Any] = Field(
+        default_factory=dict, description="api.submit.SubmitConfig fields (JSON in MESHPLAN_SUBMIT)"
+    )
+    submission_poll_interval_s: float = Field(
+        default=5.0, gt=0, description="how often the poller asks the schedulers"
+    )
+    submission_poll_max_backoff_s: float = Field(
+        default=120.0, gt=0, description="longest wait between polls of an unreachable scheduler"
+    )
+    submission_report_url: str | None = Field(
+        default=None,
+        description="URL jobs post their RunReport to; default: the URL the POST came in on",
+    )
+    submission_token_grace_s: float = Field(
+        default=600.0, ge=0, description="a report token stays valid this long after its job ends"
+    )
+    submission_log_lines: int = Field(default=50, gt=0, le=1000, description="log tail length")
+
+    def submit_config(self) -> SubmitConfig:
+        return SubmitConfig(**self.submit)
+
+    @field_validator("submit")
+    @classmethod
+    def _submit_config(cls, v: dict[str, Any]) -> dict[str, Any]:
+        try:
+            SubmitConfig(**v)
+        except TypeError as exc:  # an unknown field
+            raise ValueError(f"MESHPLAN_SUBMIT: {exc}") from exc
+        return v
 
     @field_validator("bootstrap_admin_key")
     @classmethod

@@ -1,4 +1,5 @@
-"""What one app instance holds: settings, engine, sessions, metrics, the solver pool."""
+"""What one app instance holds: settings, engine, sessions, metrics, the solver pool, the
+submitters and the submission poller."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.metrics import Metrics
 from api.settings import Settings
 from api.store.keys import Principal
+from api.submissions.poller import Poller
+from api.submissions.registry import Submitters
 from api.workers import SolverPool
 
 
@@ -20,4 +23,6 @@ class AppState:
     sessions: sessionmaker[Session]
     metrics: Metrics
     pool: SolverPool
+    submitters: Submitters
+    poller: Poller
     key_cache: dict[str, Principal] = field(default_factory=dict)

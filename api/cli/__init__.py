@@ -57,6 +57,15 @@ LAZY_COMMANDS = {
             "Measure collective bandwidth and latency with torchrun -> ClusterSpec link figures.",
         ),
         LazyCommand(
+            "submit",
+            "api.cli.submit",
+            "Submit a plan to Slurm or Kubernetes through the service (plan it first with "
+            "--request).",
+        ),
+        LazyCommand(
+            "submissions", "api.cli.submissions", "Submissions of plans to cluster schedulers."
+        ),
+        LazyCommand(
             "calibrate",
             "api.cli.calibrate",
             "Fit the cost model's constants to measured step times (least squares on log time).",

@@ -25,8 +25,10 @@ from api.routes.runs import run_document
 from api.state import AppState
 from api.store import plans as plan_store
 from api.store import runs as run_store
+from api.store import submissions as submission_store
 from api.store.keys import Principal
 from api.store.plans import PlanFilters
+from api.submissions.states import submission_document
 from api.timeline import plan_timeline_svg
 from planner.plan import PlanResult
 
@@ -171,6 +173,10 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
             run_document(row, r)
             for r in run_store.list_runs(session, tenant=tenant, plan_id=plan_id)
         ]
+        submissions = [
+            submission_document(s)
+            for s in submission_store.plan_submissions(session, tenant=tenant, plan_id=plan_id)
+        ]
     result = PlanResult.model_validate(row.result)
     plan = result.plan
     small = plan.num_microbatches * plan.pp * plan.vpp <= MAX_SCHEDULE_ACTIONS
@@ -181,6 +187,7 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
         "pred": plan.prediction,
         "alternatives": result.alternatives,
         "runs": runs,
+        "submissions": submissions,
         "timeline_svg": plan_timeline_svg(plan) if small else "<p>(too large to draw)</p>",
         "memory_svg": memory_chart_svg(plan.prediction),
     }

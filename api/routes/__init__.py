@@ -12,6 +12,7 @@ from api.routes import (
     plans,
     profiles,
     runs,
+    submissions,
     timeline,
 )
 
@@ -20,6 +21,7 @@ ROUTERS = (
     plans.router,
     jobs.router,
     runs.router,
+    submissions.router,
     timeline.router,
     bubble.router,
     launch.router,

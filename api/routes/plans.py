@@ -19,7 +19,10 @@ from api.schemas.plans import JobPublic, PlanListPublic, PlanPublic
 from api.schemas.problem import problem_responses
 from api.store import idempotency
 from api.store import plans as plan_store
+from api.store import submissions as submission_store
 from api.store.plans import PlanFilters
+from api.store.tables import PlanRow, SubmissionRow
+from api.submissions.states import submission_document
 from planner.specs import PlanRequest
 
 router = APIRouter(prefix="/v1", tags=["plans"])
@@ -153,12 +156,23 @@ def _abandon(state: Any, tenant: str, key: str) -> None:
     summary="One stored plan",
 )
 async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JSONResponse:
-    row = await in_session(
-        state, lambda s: plan_store.get_plan(s, tenant=principal.tenant, plan_id=plan_id)
+    row, submissions = await in_session(
+        state, lambda s: _plan_with_submissions(s, principal.tenant, plan_id)
     )
     if row is None:
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
-    return JSONResponse(plan_document(row, cache_hit=False))
+    doc = plan_document(row, cache_hit=False)
+    doc["submissions"] = [submission_document(r) for r in submissions]
+    return JSONResponse(doc)
+
+
+def _plan_with_submissions(
+    session: Any, tenant: str, plan_id: str
+) -> tuple[PlanRow | None, list[SubmissionRow]]:
+    row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
+    if row is None:
+        return None, []
+    return row, submission_store.plan_submissions(session, tenant=tenant, plan_id=plan_id)
 
 
 Sort = Literal[

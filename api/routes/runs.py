@@ -14,7 +14,8 @@ from api.problems import ProblemError
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
 from api.store import runs as run_store
-from api.store.tables import PlanRow, RunRow
+from api.store.tables import PlanRow, RunRow, SubmissionRow
+from api.submissions.tokens import ReporterDep
 from planner.plan import PlanResult
 from planner.runreport import RunReport
 
@@ -57,15 +58,20 @@ def run_document(plan: PlanRow, run: RunRow) -> dict[str, Any]:
     "/plans/{plan_id}/runs",
     status_code=201,
     response_model=None,
-    responses={201: {"model": RunPublic}, **problem_responses(404, 422)},
-    summary="Report a measured run of a plan",
+    responses={201: {"model": RunPublic}, **problem_responses(403, 404, 422)},
+    summary="Report a measured run of a plan (an API key, or a submission's report token)",
 )
 def create_run(
-    plan_id: str, body: RunReport, principal: PrincipalDep, session: SessionDep
+    plan_id: str, body: RunReport, reporter: ReporterDep, session: SessionDep
 ) -> JSONResponse:
-    plan = _plan(session, principal.tenant, plan_id)
+    tenant = reporter.principal.tenant
+    plan = _plan(session, tenant, plan_id)
     doc = body.model_copy(update={"plan_id": plan_id}).model_dump(mode="json")
-    run = run_store.insert_run(session, tenant=principal.tenant, plan_id=plan_id, report=doc)
+    run = run_store.insert_run(session, tenant=tenant, plan_id=plan_id, report=doc)
+    if reporter.submission_id is not None:  # the run of a submitted job: listed on it
+        submission = session.get(SubmissionRow, reporter.submission_id, with_for_update=True)
+        if submission is not None:
+            submission.run_ids = [*submission.run_ids, run.id]
     return JSONResponse(
         run_document(plan, run), status_code=201, headers={"Location": f"/v1/plans/{plan_id}/runs"}
     )

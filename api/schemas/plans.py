@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from api.schemas.problem import Problem
+from api.schemas.submissions import SubmissionPublic
 from planner.plan import PlanResult
 
 
@@ -29,6 +30,9 @@ class PlanPublic(BaseModel):
     request: dict[str, Any] = Field(description="the normalised plan request")
     result: PlanResult
     links: PlanLinks
+    submissions: list[SubmissionPublic] | None = Field(
+        default=None, description="the plan's submissions, newest first (GET of one plan)"
+    )
 
 
 class PlanSummary(BaseModel):

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Text,
     TypeDecorator,
     UniqueConstraint,
 )
@@ -175,3 +176,44 @@ class CalibrationRow(Base):
     gpu: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     body: Mapped[dict[str, Any]]
+
+
+class SubmissionRow(Base):
+    """A plan sent to a cluster scheduler, tracked to its end (api/submissions).
+
+    `report_token_hash` is the sha256 of the token the job posts its RunReport with; the token
+    itself is only in the job's script. `run_ids` lists the runs the job reported.
+    """
+
+    __tablename__ = "submissions"
+    __table_args__ = (
+        Index("ix_submissions_tenant_created", "tenant", "created_at", "id"),
+        Index("ix_submissions_tenant_plan", "tenant", "plan_id", "created_at"),
+        Index("ix_submissions_state", "state", "backend"),
+        UniqueConstraint("report_token_hash", name="uq_submissions_report_token_hash"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    plan_id: Mapped[str] = mapped_column(String(32), ForeignKey("plans.id", ondelete="CASCADE"))
+    backend: Mapped[str] = mapped_column(String(16))
+    framework: Mapped[str] = mapped_column(String(16))
+    partition: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    state: Mapped[str] = mapped_column(
+        String(16)
+    )  # PENDING | RUNNING | COMPLETED | FAILED | CANCELLED
+    scheduler_job_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    submitted_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    polled_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    log_tail: Mapped[str] = mapped_column(Text, default="")
+    report: Mapped[bool] = mapped_column(Boolean, default=False)
+    report_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    token_expires_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    run_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    deployment: Mapped[dict[str, Any]]

@@ -2,7 +2,9 @@
 
 The head node (rendezvous host) is the first of `scontrol show hostnames "$SLURM_JOB_NODELIST"`;
 the rendezvous id is the job id, so a requeued job never joins a stale rendezvous.
-With a container image the srun line uses pyxis/enroot (`--container-image`).
+With a container image the srun line uses pyxis/enroot (`--container-image`). A plan for the
+catalog's "CPU" device (the reference runner on gloo) asks for no GPUs: its processes are CPU
+cores (`--cpus-per-task`, one per process unless the deployment says otherwise).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from planner.launch.trainer import Trainer
 from planner.plan import Plan
 
 SCRIPT = "job.sbatch"
+CPU_DEVICE = "CPU"  # planner.catalog.hardware's stand-in "GPU" for CPU runs
 
 
 def render_slurm(plan: Plan, dep: Deployment, trainer: Trainer, header: str) -> LaunchBundle:
@@ -30,13 +33,13 @@ def render_slurm(plan: Plan, dep: Deployment, trainer: Trainer, header: str) -> 
         ("job-name", dep.job_name),
         ("nodes", str(lay.nodes)),
         ("ntasks-per-node", "1"),
-        ("gpus-per-node", str(lay.gpus_per_node)),
-        ("time", dep.time),
-        ("output", dep.output),
-        ("error", dep.error),
     ]
-    if dep.cpus_per_task is not None:
-        directives.append(("cpus-per-task", str(dep.cpus_per_task)))
+    if plan.gpu != CPU_DEVICE:
+        directives.append(("gpus-per-node", str(lay.gpus_per_node)))
+    directives += [("time", dep.time), ("output", dep.output), ("error", dep.error)]
+    cpus = dep.cpus_per_task or (lay.gpus_per_node if plan.gpu == CPU_DEVICE else None)
+    if cpus is not None:
+        directives.append(("cpus-per-task", str(cpus)))
     if dep.partition:
         directives.append(("partition", dep.partition))
     if dep.account:

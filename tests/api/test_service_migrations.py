@@ -24,6 +24,7 @@ TABLES = {
     "profiles",
     "runs",
     "calibrations",
+    "submissions",
 }
 
 

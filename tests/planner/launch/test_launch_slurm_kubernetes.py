@@ -176,3 +176,20 @@ def test_single_node_pytorchjob_has_no_workers() -> None:
 def test_names_must_be_dns_labels() -> None:
     with pytest.raises(ValidationError, match="DNS-1123"):
         Deployment(job_name="Bad_Name")
+
+
+def test_a_cpu_plan_asks_slurm_for_cores_not_gpus() -> None:
+    """The catalog's "CPU" device runs on gloo: a GPU request would make sbatch refuse the job
+    on a cluster without GPUs (the dev cluster)."""
+    plan = make_plan(tp=1, pp=2, dp=1, gbs=8).model_copy(update={"gpu": "CPU"})
+    script = render(plan, Deployment(), target="slurm", framework="meshplan").file("job.sbatch")
+    directives = dict(
+        line.removeprefix("#SBATCH --").split("=", 1)
+        for line in script.content.splitlines()
+        if line.startswith("#SBATCH --")
+    )
+    assert "gpus-per-node" not in directives
+    assert directives["cpus-per-task"] == "2"  # the node's two processes
+    explicit = Deployment(cpus_per_task=6)
+    script = render(plan, explicit, target="slurm", framework="meshplan").file("job.sbatch")
+    assert "#SBATCH --cpus-per-task=6" in script.content

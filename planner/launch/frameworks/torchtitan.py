@@ -48,6 +48,7 @@ SINGLE_STAGE = frozenset({"gpipe", "1f1b"})  # torch's PipelineScheduleSingle su
 
 # torchtitan's llama3 config functions (models/llama3/config_registry.py), matched by shape
 _LLAMA3_CONFIGS = {
+    "llama3_debugmodel": (6, 256, 16, 16),
     "llama3_8b": (32, 4096, 32, 8),
     "llama3_70b": (80, 8192, 64, 8),
     "llama3_405b": (126, 16384, 128, 8),

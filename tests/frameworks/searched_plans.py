@@ -9,17 +9,12 @@ interleaved and zbv schedules), micro-batch size, recompute, ZeRO and sequence p
 from __future__ import annotations
 
 import functools
-import sys
-from pathlib import Path
 from typing import Any
 
 from planner.errors import InfeasibleError
 from planner.plan import Plan
 from planner.search import search
 from planner.specs import PlanRequest
-
-# the launch tests' hand-built plans (tests/planner/launch/launch_plans.py)
-sys.path.insert(0, str(Path(__file__).parents[1] / "planner" / "launch"))
 
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 

@@ -54,7 +54,9 @@ CAPABILITIES: dict[str, FrameworkCaps] = {
         per_layer_recompute=False,
         stage_split="any",
         max_vpp=64,
-        interleaved_m_multiple_of_pp=True,  # megatron/core/pipeline_parallel/schedules.py
+        # forward_backward_pipelining_with_interleaving (megatron/core/pipeline_parallel/
+        # schedules.py): micro-batch groups of pp, a remainder below pp is refused
+        interleaved_m_multiple_of_pp=True,
     ),
     "torchtitan": FrameworkCaps(
         name="torchtitan",

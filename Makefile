@@ -11,10 +11,11 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # torch is pinned to the CPU build that lies on this machine's disk (a looser pin can pull
-# a multi-GB CUDA build); it is only needed by the profiler extra and the tests.
+# a multi-GB CUDA build); it is only needed by the profiler extra and the tests, and is
+# pinned on the same line as the frameworks extra (torchtitan, DeepSpeed, megatron-core).
 $(STAMP): pyproject.toml setup.py planner/schedules/_kernel.c planner/cost/_sums.c | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,profiler]' torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,profiler,frameworks]' torch==2.13.0
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -5,9 +5,11 @@ the middle stages hold equal numbers of decoder layers), "uniform" (equal decode
 stage). Megatron-LM is "any": --decoder-first/last-pipeline-num-layers and the account-for-
 embedding/loss flags where they fit, else --pipeline-model-parallel-layout (megatron-core >= 0.13).
 
-Not captured here (checked by `planner.launch.unsupported`): torchtitan 0.2.x applies DDP
-(ZeRO-0) only when data parallel is the sole parallelism; Megatron's interleaved schedule needs
-num_microbatches % pp == 0; DeepSpeed's partition reproduces equal decoder (or layer) counts only.
+This table is the one source of the rules a search can apply before it has a stage split: each
+framework's `unsupported()` reads its row, and the search (planner.search.space) enumerates only
+what the row allows, then keeps a configuration only if `planner.launch.unsupported` finds
+nothing against it. Rules on the stage split itself are the `stage_split` kind and, for a
+finished plan, the framework's `unsupported()`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class FrameworkCaps:
     per_layer_recompute: bool  # False: one mode for every decoder layer
     stage_split: Literal["any", "first_last", "uniform"]
     max_vpp: int
+    sequence_parallel: bool = True  # Megatron-style sequence parallel (tp > 1) can be expressed
+    interleaved_m_multiple_of_pp: bool = False  # vpp > 1 needs num_microbatches % pp == 0
 
 
 CAPABILITIES: dict[str, FrameworkCaps] = {
@@ -50,6 +54,9 @@ CAPABILITIES: dict[str, FrameworkCaps] = {
         per_layer_recompute=False,
         stage_split="any",
         max_vpp=64,
+        # forward_backward_pipelining_with_interleaving (megatron/core/pipeline_parallel/
+        # schedules.py): micro-batch groups of pp, a remainder below pp is refused
+        interleaved_m_multiple_of_pp=True,
     ),
     "torchtitan": FrameworkCaps(
         name="torchtitan",
@@ -70,6 +77,7 @@ CAPABILITIES: dict[str, FrameworkCaps] = {
         per_layer_recompute=False,
         stage_split="uniform",
         max_vpp=1,
+        sequence_parallel=False,  # its Ulysses sequence parallel splits heads, another scheme
     ),
 }
 

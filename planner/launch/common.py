@@ -89,13 +89,17 @@ def torchrun_options(
     endpoint: str,
     rdzv_id: str,
     max_restarts: int,
-    node_rank: str | None,
 ) -> list[str]:
-    """torchrun's options for a c10d rendezvous (REFERENCE.md, Launch conventions)."""
-    opts = ["--nnodes", nnodes, "--nproc-per-node", nproc_per_node]
-    if node_rank is not None:
-        opts += ["--node-rank", node_rank]
-    opts += [
+    """torchrun's options for a c10d rendezvous (REFERENCE.md, Launch conventions).
+
+    No --node-rank: the c10d rendezvous assigns node ranks itself, and torchrun warns that a
+    given node_rank is ignored (torch/distributed/run.py).
+    """
+    return [
+        "--nnodes",
+        nnodes,
+        "--nproc-per-node",
+        nproc_per_node,
         "--rdzv-backend",
         "c10d",
         "--rdzv-endpoint",
@@ -105,7 +109,6 @@ def torchrun_options(
         "--max-restarts",
         str(max_restarts),
     ]
-    return opts
 
 
 def shell_join(words: list[str] | tuple[str, ...]) -> str:

@@ -63,7 +63,9 @@ class Deployment(Frozen):
     namespace: str = "default"
     elastic: bool = Field(default=False, description="PyTorchJob elasticPolicy (c10d rendezvous)")
     # frameworks
-    torchtitan_flavor: str | None = Field(default=None, description="torchtitan model flavor")
+    torchtitan_flavor: str | None = Field(
+        default=None, description="torchtitan llama3 flavor F: the config function llama3_F"
+    )
     deepspeed_layer_class: str = Field(
         default="DecoderLayer", description="class name of the decoder block (DeepSpeed partition)"
     )

@@ -88,7 +88,6 @@ def _pytorchjob(
             endpoint=f"$(MASTER_ADDR):{dep.port}",
             rdzv_id=rdzv_id(plan, dep),
             max_restarts=dep.max_restarts,
-            node_rank=None,
         )
     container: dict[str, Any] = {
         "name": "pytorch",

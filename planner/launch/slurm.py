@@ -52,7 +52,6 @@ def render_slurm(plan: Plan, dep: Deployment, trainer: Trainer, header: str) -> 
         endpoint=f'"$HEAD_NODE:{dep.port}"',
         rdzv_id='"$SLURM_JOB_ID"',
         max_restarts=dep.max_restarts,
-        node_rank=None,
     )
     srun = ["srun", "--nodes", str(lay.nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
     if dep.image:

@@ -1,4 +1,6 @@
-"""torchrun target: one command per node and a `launch.sh NODE_RANK` that runs it."""
+"""torchrun target: one command per node (the same on every node) and a `launch.sh` that runs it.
+
+The c10d rendezvous gives each node its rank, so no command names one."""
 
 from __future__ import annotations
 
@@ -25,39 +27,37 @@ def render_torchrun(plan: Plan, dep: Deployment, trainer: Trainer, header: str) 
     env = environment(dep, trainer)
     rid = rdzv_id(plan, dep)
 
-    def command(node_rank: str, endpoint: str) -> list[str]:
+    def command(endpoint: str) -> list[str]:
         opts = torchrun_options(
             nnodes=str(lay.nodes),
             nproc_per_node=str(lay.gpus_per_node),
             endpoint=endpoint,
             rdzv_id=rid,
             max_restarts=dep.max_restarts,
-            node_rank=node_rank,
         )
         return ["torchrun", *opts, *trainer.argv]
 
     env_prefix = [f"{k}={v}" for k, v in env]
-    commands = [shell_join([*env_prefix, *command(str(r), endpoint)]) for r in range(lay.nodes)]
+    commands = [shell_join([*env_prefix, *command(endpoint)])] * lay.nodes
 
     wd = workdir(dep, container=False)
     script_head = head or ""
     lines = [
         "#!/usr/bin/env bash",
         *header.splitlines(),
-        f"# Run once on every node, from {wd}: bash {SCRIPT} NODE_RANK  (0..{lay.nodes - 1})",
+        f"# Run once on each of the {lay.nodes} node(s), from {wd}: bash {SCRIPT}",
     ]
     if lay.hosts:
         lines += [f"#   node {i}: {h}" for i, h in enumerate(lay.hosts)]
     lines += [
         "set -euo pipefail",
-        f'NODE_RANK="${{1:?usage: bash {SCRIPT} NODE_RANK (0..{lay.nodes - 1})}}"',
         f'HEAD_NODE="${{HEAD_NODE:-{script_head}}}"'
         if script_head
         else 'HEAD_NODE="${HEAD_NODE:?set HEAD_NODE to the host name of node 0}"',
         f"cd {shell_join([wd])}",
         *(f"export {k}={shell_join([v])}" for k, v in env),
     ]
-    argv = command('"$NODE_RANK"', f'"$HEAD_NODE:{dep.port}"')
+    argv = command(f'"$HEAD_NODE:{dep.port}"')
     lines += ["exec " + " \\\n    ".join(option_lines(argv)), ""]
     notes = list(trainer.notes)
     if lay.hosts:

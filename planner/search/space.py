@@ -10,18 +10,22 @@ Rules (issue 3; torch's schedule constraints from REFERENCE.md):
 - micro-batch size divides global_batch / dp (m = global_batch / (dp * mbs)).
 - ZeRO 0 or 1; 2 and 3 only with pp = 1 (DeepSpeed refuses ZeRO-2/3 with pipelining).
 - sequence parallel whenever tp > 1 (same communication volume, less activation memory),
-  unless constraints.sequence_parallel says otherwise.
+  unless constraints.sequence_parallel says otherwise or the framework cannot express it.
 - recompute: per layer among the allowed modes; a single mode for all layers when
   constraints.uniform_recompute or the framework cannot mix modes (then one configuration per
   mode).
-Every constraint of the request, and the framework's capabilities, narrow this space.
+Every constraint of the request, and the framework's capabilities, narrow this space: the
+capability table (planner.launch.capabilities) while enumerating, then
+`planner.launch.unsupported` on each configuration (its stage split still open), so that every
+configuration searched for a framework is one that framework can run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.launch.capabilities import capabilities
+from planner.launch.capabilities import FrameworkCaps, capabilities
+from planner.launch.render import unsupported
 from planner.search.model import StageSplit
 from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, RecomputeMode, ScheduleName
 from planner.specs.request import Candidate, PlanRequest
@@ -108,7 +112,7 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
             continue
         if n > per_node and (tp > per_node or per_node % tp) and not cons.tp_across_nodes:
             continue
-        sps = [False] if tp == 1 else [cons.sequence_parallel is not False]
+        sps = [False] if tp == 1 else _sequence_parallel(cons.sequence_parallel, caps)
         for pp in _divisors(n // tp):
             if pp > num_layers or (cons.pp is not None and pp not in cons.pp):
                 continue
@@ -132,7 +136,29 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
                         for sp in sps:
                             for ms in mode_sets:
                                 out.append(Config(tp, pp, dp, vpp, sched, mbs, m, z, sp, ms))
-    return out
+    if cons.framework is None:
+        return out
+    return [c for c in out if not _unsupported(request, c)]
+
+
+def _sequence_parallel(wanted: bool | None, caps: FrameworkCaps | None) -> list[bool]:
+    """The sequence-parallel choice for tp > 1: on unless asked off or not expressible."""
+    if caps is not None and not caps.sequence_parallel:
+        return [] if wanted else [False]
+    return [wanted is not False]
+
+
+def _unsupported(request: PlanRequest, config: Config) -> list[str]:
+    """What the request's framework finds against `config` (stage split still open)."""
+    fw = request.constraints.framework
+    assert fw is not None
+    return unsupported(
+        config.candidate(),
+        fw,
+        arch=request.arch,
+        global_batch_size=request.training.global_batch_size,
+        seq_length=request.training.seq_length,
+    )
 
 
 def _schedule_vpps(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planner.launch.capabilities import capabilities
 from planner.launch.deployment import Deployment, LaunchFile
 from planner.launch.frameworks.patterns import mixed_modes_reason, uniform_mode
 from planner.launch.layers import LaunchView, StageLayers, view
@@ -26,19 +27,20 @@ PIPELINE_FILE = "ds_pipeline.json"
 
 
 def unsupported(v: LaunchView) -> list[str]:
+    caps = capabilities("deepspeed")
     reasons: list[str] = []
     if v.pp > 1:
-        if v.schedule != "1f1b" or v.vpp != 1:
+        if v.schedule not in caps.schedules or v.vpp > caps.max_vpp:
             reasons.append(
                 f"schedule {v.schedule!r} with vpp={v.vpp}: DeepSpeed's pipeline engine runs "
                 f"1F1B with one stage per rank only"
             )
-        if v.zero_stage >= 2:
+        if v.zero_stage not in caps.zero_stages_with_pp:
             reasons.append(
                 f"zero_stage={v.zero_stage} with pp={v.pp}: DeepSpeed refuses ZeRO-2/3 with "
                 f"pipeline parallelism"
             )
-    if v.sequence_parallel:
+    if v.sequence_parallel and not caps.sequence_parallel:
         reasons.append(
             "sequence_parallel: DeepSpeed has no Megatron-style sequence parallel (its Ulysses "
             "sequence parallelism splits attention heads, a different scheme)"
@@ -57,10 +59,10 @@ def unsupported(v: LaunchView) -> list[str]:
                     stages, "DeepSpeed checkpoints every layer or none (no per-layer choice)"
                 )
             )
-        elif mode == "selective":
+        elif mode not in caps.recompute_modes:
             reasons.append(
-                "recompute 'selective': DeepSpeed checkpoints whole layers; it has no "
-                "selective (attention-core) recompute"
+                f"recompute {mode!r}: DeepSpeed checkpoints whole layers; it has no "
+                f"selective (attention-core) recompute"
             )
         if v.pp > 1 and partition_method(stages, "DecoderLayer") is None:
             counts = [s.decoders for s in stages]

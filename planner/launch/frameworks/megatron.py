@@ -10,7 +10,8 @@ schedules.py):
   together with the account-for flags; with virtual stages only
   `--num-virtual-stages-per-pipeline-rank` (not `--num-layers-per-virtual-pipeline-stage`);
 - any other split: `--pipeline-model-parallel-layout` ("Et*3|t*4|...|t*2L", megatron-core >= 0.13);
-- interleaving needs pp > 2, or `--overlap-p2p-comm` with pp == 2, and num_microbatches % pp == 0;
+- interleaving needs num_microbatches % pp == 0 (pp == 2 included: P2P overlap is on by default,
+  `--no-overlap-p2p-communication` turns it off);
 - global_batch % (micro_batch * dp) == 0; sequence parallel needs tp > 1; tp divides the
   attention heads and the query groups;
 - recompute: `--recompute-granularity selective` (core attention), or `full` with
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.launch.capabilities import capabilities
 from planner.launch.deployment import Deployment
 from planner.launch.frameworks.patterns import (
     block_pattern,
@@ -46,19 +48,21 @@ class Args:
 
 
 def unsupported(v: LaunchView) -> list[str]:
+    caps = capabilities("megatron")
     reasons: list[str] = []
     if v.pp > 1:
-        if v.schedule not in ("1f1b", "interleaved-1f1b"):
+        if v.schedule not in caps.schedules:
             reasons.append(
                 f"schedule {v.schedule!r}: Megatron-LM runs 1F1B (vpp=1) or interleaved 1F1B "
                 f"(vpp>1) pipelines only"
             )
-        if v.vpp > 1 and v.num_microbatches is not None and v.num_microbatches % v.pp:
+        m = v.num_microbatches
+        if caps.interleaved_m_multiple_of_pp and v.vpp > 1 and m is not None and m % v.pp:
             reasons.append(
-                f"num_microbatches={v.num_microbatches} is not divisible by pp={v.pp}, which "
+                f"num_microbatches={m} is not divisible by pp={v.pp}, which "
                 f"Megatron's interleaved schedule requires"
             )
-    if v.zero_stage not in (0, 1):
+    if v.zero_stage not in (caps.zero_stages if v.pp == 1 else caps.zero_stages_with_pp):
         reasons.append(
             f"zero_stage={v.zero_stage}: Megatron-LM shards optimizer state (ZeRO-1, "
             f"--use-distributed-optimizer); ZeRO-2/3 are not Megatron flags"
@@ -181,8 +185,6 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
         str(plan.pp),
         *split.argv,
     ]
-    if plan.vpp > 1 and plan.pp == 2:
-        argv.append("--overlap-p2p-comm")
     if plan.sequence_parallel:
         argv.append("--sequence-parallel")
     argv += [

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
-
-import torch.distributed.run as torch_run
 
 from planner.plan import Plan, Prediction
 from planner.specs.base import RecomputeMode, ScheduleName
@@ -127,8 +124,3 @@ def ranges_from_decoders(counts: Sequence[int]) -> list[tuple[int, int]]:
         first = end
     return out
 
-
-def parse_torchrun(argv: list[str]) -> argparse.Namespace:
-    """torch's own torchrun parser (PET_* variables change its defaults)."""
-    args: argparse.Namespace = torch_run.parse_args(argv)  # type: ignore[no-untyped-call]
-    return args

@@ -36,7 +36,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.add_argument(flag)
     for flag in (
         "--sequence-parallel", "--account-for-embedding-in-pipeline-split",
-        "--account-for-loss-in-pipeline-split", "--overlap-p2p-comm",
+        "--account-for-loss-in-pipeline-split", "--no-overlap-p2p-communication",
         "--use-distributed-optimizer", "--group-query-attention", "--swiglu",
         "--untie-embeddings-and-output-weights",
     ):  # fmt: skip
@@ -99,7 +99,8 @@ def megatron_stage_layers(a: argparse.Namespace) -> list[int]:
         per_rank = [total // pp] * pp
     v = vpp or 1
     if vpp and pp > 1:
-        assert pp > 2 or a.overlap_p2p_comm, "rule: interleaving needs pp > 2 or overlap-p2p-comm"
+        # P2P overlap is on unless --no-overlap-p2p-communication; without it pp must exceed 2
+        assert pp > 2 or not a.no_overlap_p2p_communication, "rule: interleaving with pp = 2"
     out = []
     for i in range(pp * v):
         r = i % pp
@@ -150,9 +151,9 @@ SPLITS: dict[str, tuple[Plan, str]] = {
         ),
         "--num-virtual-stages-per-pipeline-rank",
     ),
-    "interleaved pp2 needs overlap": (
+    "interleaved pp2 (P2P overlap on by default)": (
         make_plan(pp=2, vpp=2, schedule="interleaved-1f1b", stages=ranges_from_decoders([8] * 4)),
-        "--overlap-p2p-comm",
+        "--num-layers-per-virtual-pipeline-stage",
     ),
     "irregular split -> layout": (
         make_plan(pp=4, stages=ranges_from_decoders([5, 9, 10, 8])),

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from launch_plans import make_plan, parse_torchrun, ranges_from_decoders
+from launch_plans import make_plan, ranges_from_decoders
 from pydantic import ValidationError
+from torchrun_parser import parse_torchrun
 
 from planner.launch import FRAMEWORKS, Deployment, render
 from planner.plan import Plan

@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from launch_plans import GPT_1B, LLAMA_8B, make_plan, parse_torchrun
+from launch_plans import GPT_1B, LLAMA_8B, make_plan
+from torchrun_parser import parse_torchrun
 
 from planner.errors import SpecError
 from planner.launch import Deployment, render
@@ -56,12 +57,13 @@ def test_commands_parse_with_torchs_parser_and_match_the_plan(name: str) -> None
     bundle = render(plan, dep, target="torchrun", framework="meshplan")
     assert len(bundle.commands) == nodes
     head = dep.hosts[0] if dep.hosts else ("localhost" if nodes == 1 else "$HEAD_NODE")
-    for rank, command in enumerate(bundle.commands):
+    for command in bundle.commands:
+        assert "--node-rank" not in torchrun_argv(command)  # c10d assigns node ranks
         args = parse_torchrun(torchrun_argv(command))
         assert args.nnodes == str(nodes)
         assert args.nproc_per_node == str(nproc)
         assert int(args.nnodes) * int(args.nproc_per_node) == plan.tp * plan.pp * plan.dp
-        assert args.node_rank == rank
+        assert args.node_rank == 0
         assert args.rdzv_backend == "c10d"
         assert args.rdzv_endpoint == f"{head}:{dep.port}"
         assert args.rdzv_id == (dep.rdzv_id or "meshplan-0123456789ab")
@@ -92,7 +94,7 @@ def test_launch_script_runs_the_same_command(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PET_")}
     env["PATH"] = f"{fake.parent}:{env['PATH']}"
     out = subprocess.run(
-        ["bash", str(tmp_path / "launch.sh"), "1"],
+        ["bash", str(tmp_path / "launch.sh")],
         env=env,
         check=True,
         capture_output=True,
@@ -100,18 +102,22 @@ def test_launch_script_runs_the_same_command(tmp_path: Path) -> None:
     ).stdout.splitlines()
     assert out[0] == "1"  # OMP_NUM_THREADS exported
     args = parse_torchrun(out[1:])
-    assert (args.nnodes, args.nproc_per_node, args.node_rank) == ("2", str(nproc), 1)
+    assert (args.nnodes, args.nproc_per_node) == ("2", str(nproc))
     assert args.rdzv_endpoint == "gpu-a:29500"
     assert out[1:] == torchrun_argv(bundle.commands[1])
 
 
-def test_launch_script_requires_a_node_rank(tmp_path: Path) -> None:
-    plan, dep, _, _ = SHAPES["1gpu"]
-    script = render(plan, dep, target="torchrun", framework="meshplan").file("launch.sh")
-    (tmp_path / "launch.sh").write_text(script.content)
-    proc = subprocess.run(["bash", str(tmp_path / "launch.sh")], capture_output=True, text=True)
-    assert proc.returncode != 0
-    assert "NODE_RANK" in proc.stderr
+def test_torchrun_draws_no_node_rank_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """torch's config_from_args warns when a node_rank is given with c10d; none is given."""
+    torch_run = pytest.importorskip("torch.distributed.run")
+    plan, dep, nodes, nproc = SHAPES["tp4pp2dp2-hosts"]
+    bundle = render(plan, dep, target="torchrun", framework="meshplan")
+    assert len(set(bundle.commands)) == 1 and len(bundle.commands) == nodes
+    args = parse_torchrun(torchrun_argv(bundle.commands[0]))
+    with caplog.at_level("WARNING"):
+        config, _, _ = torch_run.config_from_args(args)
+    assert (config.min_nodes, config.max_nodes, config.nproc_per_node) == (nodes, nodes, nproc)
+    assert not [r for r in caplog.records if "node_rank" in r.getMessage()]
 
 
 def test_steps_and_extra_args_reach_the_runner() -> None:
@@ -181,9 +187,9 @@ def test_every_frameworks_commands_parse(framework: str, nodes: int) -> None:
     bundle = render(plan, dep, target="torchrun", framework=framework)  # type: ignore[arg-type]
     assert len(bundle.commands) == nodes
     module, script = ENTRY[framework]
-    for rank, command in enumerate(bundle.commands):
+    for command in bundle.commands:
         args = parse_torchrun(torchrun_argv(command))
         assert (args.nnodes, args.nproc_per_node) == (str(nodes), str(16 // nodes))
-        assert (args.node_rank, args.rdzv_id) == (rank, "r1")
+        assert (args.node_rank, args.rdzv_id) == (0, "r1")
         assert args.rdzv_endpoint == ("localhost:29400" if nodes == 1 else "$HEAD_NODE:29400")
         assert (args.module, args.training_script) == (module, script)

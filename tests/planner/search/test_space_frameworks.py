@@ -1,0 +1,82 @@
+"""constraints.framework narrows the configurations to what that framework's unsupported() accepts.
+
+One source of truth: the capability table and each framework's `unsupported()`
+(planner.launch); every configuration the search space holds for a framework is one that
+`unsupported()` accepts (stage split still open).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.launch import CAPABILITIES, unsupported
+from planner.search.space import Config, enumerate_configs
+from planner.specs import PlanRequest
+
+LLAMA = {
+    "family": "llama",
+    "name": "llama-1b",
+    "num_layers": 16,
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "ffn_hidden_size": 8192,
+    "vocab_size": 32000,
+}
+
+
+def request(framework: str | None, **constraints: object) -> PlanRequest:
+    return PlanRequest.model_validate(
+        {
+            "model": LLAMA,
+            "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 16, "gpus_per_node": 8},
+            "training": {"global_batch_size": 24, "seq_length": 2048},
+            "constraints": {"framework": framework, **constraints},
+        }
+    )
+
+
+def accepted(req: PlanRequest, c: Config, framework: str) -> bool:
+    return not unsupported(
+        c.candidate(),
+        framework,  # type: ignore[arg-type]
+        arch=req.arch,
+        global_batch_size=req.training.global_batch_size,
+        seq_length=req.training.seq_length,
+    )
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed"])
+def test_every_configuration_is_accepted_by_the_frameworks_unsupported(framework: str) -> None:
+    req = request(framework)
+    configs = enumerate_configs(req, num_layers=18)
+    assert configs
+    assert all(accepted(req, c, framework) for c in configs)
+    caps = CAPABILITIES[framework]
+    assert {c.schedule for c in configs if c.pp > 1} <= caps.schedules
+    assert max(c.vpp for c in configs) <= caps.max_vpp
+
+
+def test_deepspeed_never_gets_sequence_parallel_and_refuses_it_when_asked() -> None:
+    configs = enumerate_configs(request("deepspeed"), num_layers=18)
+    assert any(c.tp > 1 for c in configs)
+    assert not any(c.sequence_parallel for c in configs)
+    asked = enumerate_configs(request("deepspeed", sequence_parallel=True), num_layers=18)
+    assert asked and all(c.tp == 1 for c in asked)
+
+
+def test_megatron_interleaving_keeps_only_m_divisible_by_pp() -> None:
+    # global batch 24 over dp 2 and micro-batch 4 gives m = 3: interleaving with pp = 2 or 4
+    # is refused by Megatron; without a framework the space holds such configurations
+    free = enumerate_configs(request(None, schedules=["interleaved-1f1b"]), num_layers=18)
+    assert any(c.vpp > 1 and c.num_microbatches % c.pp for c in free)
+    megatron = enumerate_configs(request("megatron"), num_layers=18)
+    interleaved = [c for c in megatron if c.vpp > 1]
+    assert interleaved and all(c.num_microbatches % c.pp == 0 for c in interleaved)
+
+
+def test_torchtitan_replicates_with_tp_and_pp_but_never_zero1() -> None:
+    configs = enumerate_configs(request("torchtitan"), num_layers=18)
+    assert any(c.zero_stage == 0 and c.dp > 1 and c.tp > 1 and c.pp > 1 for c in configs)
+    assert not any(c.zero_stage in (1, 2) for c in configs)
+

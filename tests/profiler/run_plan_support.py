@@ -78,8 +78,16 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_torchrun(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 240) -> Path:
-    """Run the runner on `plan` with torchrun in `tmp`; returns the directory of grad dumps."""
+def run_torchrun(
+    plan: Plan,
+    tmp: Path,
+    *extra: str,
+    timeout_s: float = 240,
+    torchrun_args: tuple[str, ...] = (),
+) -> Path:
+    """Run the runner on `plan` with torchrun in `tmp`; returns the directory of grad dumps.
+
+    `torchrun_args`: more torchrun options (e.g. `--log-dir DIR --redirects 3`)."""
     plan_path = tmp / "plan.json"
     plan_path.write_text(plan.model_dump_json())
     grads = tmp / "grads"
@@ -87,7 +95,7 @@ def run_torchrun(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 240) -> 
         sys.executable, "-m", "torch.distributed.run",
         "--nproc-per-node", str(plan.num_gpus),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
-        "-m", "profiler.run_plan", "--plan", str(plan_path),
+        *torchrun_args, "-m", "profiler.run_plan", "--plan", str(plan_path),
         "--steps", "1", "--warmup", "0", "--dump-grads", str(grads), "--quiet",
         "--optimizer", "sgd", *extra,
     ]  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 __all__ = ["describe_failure", "first_error", "first_errors", "log_args"]
 
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b.*")
+_RANK_PREFIX = re.compile(r"^\[(default)?rank\d+\]: ?")  # torch prefixes a rank's tracebacks
 _SECTION_END = (
     "Traceback (most recent call last):",
     "The above exception was the direct cause",
@@ -30,7 +31,7 @@ def log_args(directory: Path) -> list[str]:
 def first_error(text: str, *, max_chars: int = 1200) -> str | None:
     """The first exception in a process's stderr: its innermost frame and its message (with
     the message's continuation lines), or None when the text holds no traceback."""
-    lines = text.splitlines()
+    lines = [_RANK_PREFIX.sub("", line, count=1) for line in text.splitlines()]
     try:
         start = next(i for i, line in enumerate(lines) if line.startswith(_SECTION_END[0]))
     except StopIteration:
@@ -47,7 +48,7 @@ def first_error(text: str, *, max_chars: int = 1200) -> str | None:
             continue
         message = [line]
         for more in lines[i + 1 :]:
-            if more.startswith(_SECTION_END) or more.startswith("[rank") or not more.strip():
+            if more.startswith(_SECTION_END) or not more.strip():
                 break
             message.append(more.rstrip())
         out = "\n".join(([frame] if frame else []) + message)

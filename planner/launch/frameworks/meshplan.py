@@ -22,9 +22,9 @@ def unsupported(v: LaunchView) -> list[str]:
     reasons = []
     if v.pp > 1 and v.zero_stage not in caps.zero_stages_with_pp:
         reasons.append(
-            f"zero_stage={v.zero_stage} with pp={v.pp}: the runner shards with FSDP2 only "
-            f"when pp == 1; with pipeline parallel it supports ZeRO "
-            f"{sorted(caps.zero_stages_with_pp)}"
+            f"zero_stage={v.zero_stage} with pp={v.pp}: with pipeline parallel the runner is "
+            f"tested with ZeRO {sorted(caps.zero_stages_with_pp)} only (plans never pair "
+            f"ZeRO 2/3 with pp > 1)"
         )
     m = v.num_microbatches
     if m is not None and v.pp > 1:

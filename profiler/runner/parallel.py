@@ -12,9 +12,10 @@
 - Data parallel: ZeRO 0 uses DDP (`PipelineDDP`: its forward never arms the reducer, the
   pipeline stage does, before its last backward) where tp == 1 and the schedule has no split
   backward; otherwise the gradients are averaged over the dp group after the step with one
-  bucketed all-reduce (`allreduce_grads`: DDP's arithmetic without its overlap). ZeRO >= 1 shards with FSDP2 `fully_shard` over the dp axis (parameters, gradients and
-  optimizer state: ZeRO-3's layout; `reshard_after_forward=False` for ZeRO 1/2, which keeps the
-  gathered parameters between forward and backward).
+  bucketed all-reduce (`allreduce_grads`: DDP's arithmetic without its overlap). ZeRO >= 1
+  shards with FSDP2 `fully_shard` over the dp axis (parameters, gradients and optimizer state:
+  ZeRO-3's layout; `reshard_after_forward=False` for ZeRO 1/2, which keeps the gathered
+  parameters between forward and backward).
 """
 
 from __future__ import annotations

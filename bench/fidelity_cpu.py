@@ -77,6 +77,7 @@ from bench.fidelity_report import (  # noqa: E402
     progress,
     summary,
 )
+from bench.rank_logs import describe_failure, log_args  # noqa: E402
 from planner.cost import fixed_plan  # noqa: E402
 from planner.plan import Plan  # noqa: E402
 from planner.runreport import RunReport  # noqa: E402
@@ -235,15 +236,19 @@ def run_plan(
     plan_path.write_text(plan.model_dump_json())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC"))}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    logs = workdir / "logs"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(plan.num_gpus),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+        *log_args(logs),
         "-m", "profiler.run_plan", "--plan", str(plan_path), "--steps", str(steps),
         "--warmup", str(warmup), "--report", str(report_path), "--quiet", *extra,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
-        raise RuntimeError(f"runner failed:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            describe_failure(logs, returncode=proc.returncode, stderr=proc.stderr, what="runner")
+        )
     return RunReport.model_validate_json(report_path.read_text())
 
 
@@ -294,14 +299,19 @@ def measure_links(ranks: int, workdir: Path) -> dict[str, float]:
     out = workdir / f"network{ranks}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC"))}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    logs = workdir / f"network{ranks}-logs"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
-        "-m", "profiler.network", "-o", str(out), "--backend", "gloo",
+        *log_args(logs), "-m", "profiler.network", "-o", str(out), "--backend", "gloo",
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        raise RuntimeError(f"network profiler failed:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(
+            describe_failure(
+                logs, returncode=proc.returncode, stderr=proc.stderr, what="network profiler"
+            )
+        )
     links = json.loads(out.read_text())["links"]
     return {k: float(v) for k, v in links.items() if k.startswith("intra_node") and v}
 

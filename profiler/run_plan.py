@@ -71,6 +71,14 @@ def synthetic_batch(
     return tokens, labels
 
 
+def make_optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    """The runner's optimizer: Adam (lr 1e-4), or SGD with momentum 0.9 (lr 1e-4), whose
+    update is linear in the gradient (the tests replay it in one process)."""
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4)
+    return torch.optim.SGD(params, lr=1e-4, momentum=0.9)
+
+
 def build_stages(
     plan: Plan, rm: RunMesh, run_model: RunModel, *, dtype: torch.dtype
 ) -> tuple[list[nn.Module], list[PipelineStage]]:
@@ -137,11 +145,7 @@ def run(opts: RunOptions) -> int:
     for stage, index in zip(stages, local_ids, strict=True):
         _instrument(stage, index, timer, meter)
     schedule = build_schedule(plan.schedule, stages, num_microbatches=plan.num_microbatches)
-    optimizer: torch.optim.Optimizer = (
-        torch.optim.Adam(params, lr=1e-4)
-        if opts.optimizer == "adam"
-        else torch.optim.SGD(params, lr=1e-4, momentum=0.9)
-    )
+    optimizer = make_optimizer(opts.optimizer, params)
     per_dp = plan.micro_batch_size * plan.num_microbatches
     rows = slice(rm.dp_rank * per_dp, (rm.dp_rank + 1) * per_dp)
     last_stage = any(s.is_last for s in stages)
@@ -175,8 +179,8 @@ def run(opts: RunOptions) -> int:
             allreduce_grads(params, rm.dp_group)
         if tied is not None:
             tied.sync(modules)
-        if opts.dump_grads is not None and step == 0:
-            dump_grads(full_grads(modules), opts.dump_grads, rank=rm.rank)
+        if opts.dump_grads is not None:
+            dump_grads(full_grads(modules), opts.dump_grads / f"step{step}", rank=rm.rank)
         optimizer.step()
         static = static_bytes(params, optimizer)  # grads still held, optimizer state built
         optimizer.zero_grad(set_to_none=True)

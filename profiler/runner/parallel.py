@@ -9,17 +9,19 @@
   and the last stage gathers it before the head (`sequence_scatter`, `sequence_gather`).
 - Recompute: `profiler.models.set_recompute` per layer, as planned (full wraps the block with
   `checkpoint_wrapper`; selective checkpoints the attention core).
-- Data parallel: ZeRO 0 uses DDP where torch's pipelining drives it correctly (tp == 1 and a
-  schedule without a split backward); otherwise the gradients are averaged over the dp group
-  after the step with one bucketed all-reduce (`allreduce_grads`: DDP's arithmetic without its
-  overlap). ZeRO >= 1 shards with FSDP2 `fully_shard` over the dp axis (parameters, gradients and
-  optimizer state: ZeRO-3's layout; `reshard_after_forward=False` for ZeRO 1/2, which keeps the
-  gathered parameters between forward and backward).
+- Data parallel: ZeRO 0 uses DDP (`PipelineDDP`: its forward never arms the reducer, the
+  pipeline stage does, before its last backward) where tp == 1 and the schedule has no split
+  backward; otherwise the gradients are averaged over the dp group after the step with one
+  bucketed all-reduce (`allreduce_grads`: DDP's arithmetic without its overlap). ZeRO >= 1
+  shards with FSDP2 `fully_shard` over the dp axis (parameters, gradients and optimizer state:
+  ZeRO-3's layout; `reshard_after_forward=False` for ZeRO 1/2, which keeps the gathered
+  parameters between forward and backward).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -41,6 +43,7 @@ from planner.specs.base import RecomputeMode, ScheduleName
 from profiler.models import TP_PLAN, set_recompute
 
 __all__ = [
+    "PipelineDDP",
     "allreduce_grads",
     "apply_recompute",
     "apply_tp",
@@ -115,8 +118,28 @@ def wrap_dp(module: nn.Module, *, dp_mesh: DeviceMesh, zero_stage: int, ddp: boo
         fully_shard(module, mesh=dp_mesh, reshard_after_forward=zero_stage >= 3)
         return module
     if ddp:
-        return DistributedDataParallel(module, process_group=dp_mesh.get_group())
+        return PipelineDDP(module, process_group=dp_mesh.get_group())
     return module
+
+
+class PipelineDDP(DistributedDataParallel):
+    """DDP whose forward never arms the reducer: under torch's pipelining the stage arms it.
+
+    DDP expects one `prepare_for_backward` per iteration, then one backward that reaches every
+    parameter; a forward with grad enabled outside `no_sync()` arms it. `PipelineStage` runs
+    the micro-batch forwards and every backward but the stage's last under `no_sync()`, and
+    before that last backward calls `reducer.prepare_for_backward` itself. But on its first
+    step it also runs a metadata-inference forward of the stage with grad enabled and outside
+    `no_sync()`, whose backward never reaches the parameters: the reducer stays armed, the
+    first real backward all-reduces and records every parameter for the bucket rebuild, the
+    last backward records them again, and the next forward fails DDP's size check. Running
+    every forward as under `no_sync()` leaves the stage's own call the only arming: one per
+    step, right before the backward that completes the accumulated gradients.
+    """
+
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        with self.no_sync():
+            return super().forward(*inputs, **kwargs)  # type: ignore[no-untyped-call]
 
 
 def allreduce_grads(params: Iterable[nn.Parameter], group: dist.ProcessGroup) -> None:

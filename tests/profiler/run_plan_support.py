@@ -21,7 +21,7 @@ from planner.specs.model import ModelArch
 from planner.specs.request import Candidate, PlanRequest, StageSpec
 from planner.specs.training import TrainingSpec
 from profiler.models import build_model
-from profiler.run_plan import synthetic_batch
+from profiler.run_plan import make_optimizer, synthetic_batch
 from profiler.runner.tied import EMBEDDING, OUTPUT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,8 +78,16 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_torchrun(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 240) -> Path:
-    """Run the runner on `plan` with torchrun in `tmp`; returns the directory of grad dumps."""
+def run_torchrun(
+    plan: Plan,
+    tmp: Path,
+    *extra: str,
+    timeout_s: float = 240,
+    torchrun_args: tuple[str, ...] = (),
+) -> Path:
+    """Run the runner on `plan` with torchrun in `tmp`; returns the directory of grad dumps.
+
+    `torchrun_args`: more torchrun options (e.g. `--log-dir DIR --redirects 3`)."""
     plan_path = tmp / "plan.json"
     plan_path.write_text(plan.model_dump_json())
     grads = tmp / "grads"
@@ -87,8 +95,9 @@ def run_torchrun(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 240) -> 
         sys.executable, "-m", "torch.distributed.run",
         "--nproc-per-node", str(plan.num_gpus),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
-        "-m", "profiler.run_plan", "--plan", str(plan_path),
-        "--steps", "1", "--warmup", "0", "--dump-grads", str(grads), "--quiet", *extra,
+        *torchrun_args, "-m", "profiler.run_plan", "--plan", str(plan_path),
+        "--steps", "1", "--warmup", "0", "--dump-grads", str(grads), "--quiet",
+        "--optimizer", "sgd", *extra,
     ]  # fmt: skip
     proc = subprocess.run(
         cmd, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=timeout_s
@@ -123,7 +132,7 @@ def run_forked(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 120) -> Pa
     grads = tmp / "grads"
     argv = [
         "--plan", str(plan_path), "--steps", "1", "--warmup", "0",
-        "--dump-grads", str(grads), "--quiet", *extra,
+        "--dump-grads", str(grads), "--quiet", "--optimizer", "sgd", *extra,
     ]  # fmt: skip
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["profiler.run_plan"])
@@ -183,34 +192,58 @@ def user_model(*, seq_length: int, seed: int) -> UserModel:
 
 
 def reference_grads(
-    plan: Plan, *, seed: int = 0, model: nn.Module | None = None, vocab_size: int | None = None
-) -> dict[str, torch.Tensor]:
-    """One process, the whole global batch, the plain model: d(mean loss)/d(parameter)."""
+    plan: Plan,
+    *,
+    seed: int = 0,
+    steps: int = 1,
+    model: nn.Module | None = None,
+    vocab_size: int | None = None,
+) -> list[dict[str, torch.Tensor]]:
+    """One process, the whole global batch, the plain model: d(mean loss)/d(parameter) of
+    each of `steps` steps, with the runner's SGD step between them (`--optimizer sgd`)."""
     if model is None:
         assert plan.arch is not None
         model = build_model(plan.arch, seq_length=plan.seq_length, seed=seed)
-    tokens, labels = synthetic_batch(plan, seed=seed, step=0, vocab_size=vocab_size)
-    model(tokens, labels).backward()
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-    if isinstance(model, UserModel):
+    optimizer = make_optimizer("sgd", list(model.parameters()))
+    out: list[dict[str, torch.Tensor]] = []
+    for step in range(steps):
+        tokens, labels = synthetic_batch(plan, seed=seed, step=step, vocab_size=vocab_size)
+        optimizer.zero_grad(set_to_none=True)
+        model(tokens, labels).backward()
+        if plan.arch is not None and plan.arch.tied:
+            # the runner trains the tied pair as one weight: both get the sum of their grads
+            emb, head = model.get_parameter(EMBEDDING), model.get_parameter(OUTPUT)
+            assert emb.grad is not None and head.grad is not None
+            total = emb.grad + head.grad
+            emb.grad, head.grad = total.clone(), total.clone()
         grads = {
-            n.replace("proj.", "head.proj.", 1) if n.startswith("proj.") else n: g
-            for n, g in grads.items()
+            n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None
         }
-        return grads
-    if plan.arch is not None and plan.arch.tied:
-        total = grads[EMBEDDING] + grads[OUTPUT]
-        grads[EMBEDDING] = grads[OUTPUT] = total
-    return grads
+        if isinstance(model, UserModel):
+            grads = {
+                n.replace("proj.", "head.proj.", 1) if n.startswith("proj.") else n: g
+                for n, g in grads.items()
+            }
+        out.append(grads)
+        optimizer.step()
+    return out
 
 
 def _labelled(label: str) -> Callable[[str], str]:
     return lambda message: f"{label}: {message}"
 
 
-def load_dumps(directory: Path) -> list[dict[str, torch.Tensor]]:
-    files = sorted(directory.glob("grads_rank*.pt"))
+def load_dumps(directory: Path, *, step: int = 0) -> list[dict[str, torch.Tensor]]:
+    files = sorted((directory / f"step{step}").glob("grads_rank*.pt"))
     return [torch.load(f) for f in files]
+
+
+def dumped_steps(directory: Path) -> int:
+    """How many steps the run dumped gradients of (directories step0, step1, ...)."""
+    n = 0
+    while (directory / f"step{n}").is_dir():
+        n += 1
+    return n
 
 
 def assert_same_grads(
@@ -222,23 +255,29 @@ def assert_same_grads(
     model: nn.Module | None = None,
     vocab_size: int | None = None,
 ) -> int:
-    """Every reference gradient appears on some rank, and every rank's copy matches it."""
-    ref = reference_grads(plan, model=model, vocab_size=vocab_size)
-    dumps = load_dumps(directory)
-    assert len(dumps) == plan.num_gpus, f"{len(dumps)} dumps for {plan.num_gpus} ranks"
-    seen: set[str] = set()
-    for rank, dump in enumerate(dumps):
-        unknown = sorted(set(dump) - set(ref))
-        assert not unknown, f"rank {rank} has parameters the reference lacks: {unknown}"
-        for name, g in dump.items():
-            torch.testing.assert_close(
-                g,
-                ref[name],
-                rtol=rtol,
-                atol=atol,
-                msg=_labelled(f"{name} rank {rank}"),
-            )
-            seen.add(name)
-    missing = sorted(set(ref) - seen)
-    assert not missing, f"no rank holds gradients for {missing}"
-    return len(seen)
+    """At every dumped step, every reference gradient appears on some rank, and every rank's
+    copy matches it. Returns the number of steps compared."""
+    steps = dumped_steps(directory)
+    assert steps >= 1, f"no gradient dumps under {directory}"
+    refs = reference_grads(plan, steps=steps, model=model, vocab_size=vocab_size)
+    for step, ref in enumerate(refs):
+        dumps = load_dumps(directory, step=step)
+        assert len(dumps) == plan.num_gpus, (
+            f"step {step}: {len(dumps)} dumps for {plan.num_gpus} ranks"
+        )
+        seen: set[str] = set()
+        for rank, dump in enumerate(dumps):
+            unknown = sorted(set(dump) - set(ref))
+            assert not unknown, f"rank {rank} has parameters the reference lacks: {unknown}"
+            for name, g in dump.items():
+                torch.testing.assert_close(
+                    g,
+                    ref[name],
+                    rtol=rtol,
+                    atol=atol,
+                    msg=_labelled(f"step {step}: {name} rank {rank}"),
+                )
+                seen.add(name)
+        missing = sorted(set(ref) - seen)
+        assert not missing, f"step {step}: no rank holds gradients for {missing}"
+    return steps

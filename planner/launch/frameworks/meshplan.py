@@ -15,15 +15,40 @@ PLAN_FILE = "plan.json"
 
 
 def unsupported(v: LaunchView) -> list[str]:
+    """What the runner cannot run, as its tests show (tests/profiler/test_runner_property.py,
+    bench/runner_property.py): the capability row, and the micro-batch counts torch's schedule
+    classes refuse (the runner runs them unchanged)."""
     caps = capabilities("meshplan")
     reasons = []
     if v.pp > 1 and v.zero_stage not in caps.zero_stages_with_pp:
         reasons.append(
-            f"zero_stage={v.zero_stage} with pp={v.pp}: the runner shards with FSDP2 only "
-            f"when pp == 1; with pipeline parallel it supports ZeRO "
-            f"{sorted(caps.zero_stages_with_pp)}"
+            f"zero_stage={v.zero_stage} with pp={v.pp}: with pipeline parallel the runner is "
+            f"tested with ZeRO {sorted(caps.zero_stages_with_pp)} only (plans never pair "
+            f"ZeRO 2/3 with pp > 1)"
         )
+    m = v.num_microbatches
+    if m is not None and v.pp > 1:
+        reasons += _schedule_microbatches(v.schedule, pp=v.pp, m=m)
     return reasons
+
+
+def _schedule_microbatches(schedule: str, *, pp: int, m: int) -> list[str]:
+    """torch.distributed.pipelining's checks on the micro-batch count (torch 2.13)."""
+    if schedule == "1f1b" and m < pp:
+        # Schedule1F1B.__init__: n_microbatches >= number of stages
+        return [f"num_microbatches={m} with 1f1b and pp={pp}: torch's Schedule1F1B needs m >= pp"]
+    rounds = max(1, m // pp)
+    looped = {
+        "zb-h1": "ScheduleInterleavedZeroBubble",
+        "interleaved-1f1b": "ScheduleInterleaved1F1B",
+    }
+    if schedule in looped and m % rounds:
+        # their __init__: m a multiple of the rounds, max(1, m // pp)
+        return [
+            f"num_microbatches={m} with {schedule} and pp={pp}: torch's {looped[schedule]} "
+            f"needs m to be a multiple of max(1, m // pp) = {rounds}"
+        ]
+    return []
 
 
 def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:

@@ -80,3 +80,15 @@ def test_torchtitan_replicates_with_tp_and_pp_but_never_zero1() -> None:
     assert any(c.zero_stage == 0 and c.dp > 1 and c.tp > 1 and c.pp > 1 for c in configs)
     assert not any(c.zero_stage in (1, 2) for c in configs)
 
+
+def test_meshplan_configurations_keep_torchs_schedule_rules() -> None:
+    """torch's Schedule1F1B refuses fewer micro-batches than stages (the runner's failure seen
+    in tests/profiler/test_runner_property.py); framework meshplan never gets such a plan, and
+    without a framework the space still holds it (other trainers run it)."""
+    open_req = request(None, pp=[4], schedules=["1f1b"])
+    short = [c for c in enumerate_configs(open_req, num_layers=18) if c.num_microbatches < c.pp]
+    assert short, "the request must admit m < pp for the test to mean anything"
+    req = request("meshplan", pp=[4], schedules=["1f1b"])
+    configs = enumerate_configs(req, num_layers=18)
+    assert configs
+    assert all(c.num_microbatches >= c.pp for c in configs)

@@ -108,14 +108,18 @@ async def history_page(request: Request, state: StateDep) -> Response:
         tag=q.get("tag") or None,
     )
     try:
-        after = decode_cursor(q["page_token"], sort=sort) if q.get("page_token") else None
+        after = (
+            decode_cursor(q["page_token"], sort=sort, filters=filters)
+            if q.get("page_token")
+            else None
+        )
     except ProblemError:
         after = None
     page = await run_in_threadpool(_page, state, principal.tenant, filters, sort, after)
     next_url = None
     if page.next_cursor is not None:
         params = {k: v for k, v in q.items() if k != "page_token" and v}
-        params["page_token"] = encode_cursor(page.next_cursor)
+        params["page_token"] = encode_cursor(page.next_cursor, filters=filters)
         next_url = "/plans?" + urlencode(params)
     ctx = {
         "tenant": principal.tenant,

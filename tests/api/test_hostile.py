@@ -34,9 +34,10 @@ def set_path(doc: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
 def post_raw(api: Api, path: str, doc: Any, headers: dict[str, str]) -> httpx.Response:
     """POST `doc` as JSON with \\u escapes (so a lone surrogate survives the encoding)."""
     body = json.dumps(doc, ensure_ascii=True)
-    return api.client.post(
+    response: httpx.Response = api.client.post(
         path, content=body, headers={**headers, "Content-Type": "application/json"}
     )
+    return response
 
 
 def assert_problem(r: httpx.Response, status: int, field: str, *needles: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from api.store.keys import Principal
 from api.store.plans import PlanFilters
 from api.timeline import plan_timeline_svg
 from planner.plan import PlanResult
+from planner.specs.gpu_names import canonical_gpu
 
 router = APIRouter(include_in_schema=False)
 SORTS = (
@@ -83,6 +84,16 @@ def _principal(request: Request) -> Principal | Response:
     return principal
 
 
+def _gpu(value: str | None) -> str | None:
+    """The catalog's name for a GPU filter; as typed when it names none (matches nothing)."""
+    if not value:
+        return None
+    try:
+        return canonical_gpu(value)
+    except ValueError:
+        return value
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value else None
@@ -100,7 +111,7 @@ async def history_page(request: Request, state: StateDep) -> Response:
     sort = sort if sort in SORTS else "-created_at"
     filters = PlanFilters(
         model_name=q.get("model_name") or None,
-        gpu=q.get("gpu") or None,
+        gpu=_gpu(q.get("gpu")),
         schedule=q.get("schedule") or None,
         tp=_int(q.get("tp")),
         pp=_int(q.get("pp")),

@@ -9,9 +9,9 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from api import problems
+from api import openapi_fixes, problems
 from api.lifecycle import build_state, start, stop
-from api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from api.middleware import BodyLimitMiddleware, MetricsMiddleware, UrlTextMiddleware
 from api.routes import ROUTERS
 from api.schemas.problem import Problem
 from api.settings import Settings
@@ -41,6 +41,7 @@ def create_app(
     problems.install(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.add_middleware(UrlTextMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     _with_problem_schema(app)
@@ -63,6 +64,8 @@ def _with_problem_schema(app: FastAPI) -> None:
                     "$defs", {}
                 )
             )
+            openapi_fixes.declare_malformed_json(doc)
+            openapi_fixes.hoist_defs(doc)
             app.openapi_schema = doc
         return app.openapi_schema
 

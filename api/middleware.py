@@ -1,14 +1,18 @@
-"""ASGI middleware: a byte-counting body limit (413) and request metrics."""
+"""ASGI middleware: a byte-counting body limit (413), a guard on the URL's text (422) and
+request metrics."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.metrics import Metrics
 from api.problems import BodyTooLarge, problem_response
+from planner.specs.limits import bad_text_reason
 
 
 class BodyLimitMiddleware:
@@ -66,6 +70,54 @@ class BodyLimitMiddleware:
             max_bytes=self.max_bytes,
         )
         await response(scope, receive, send)
+
+
+# Query parameters that may repeat (`?x=1&x=2`); every other one is single-valued, and a
+# repeat is refused rather than silently keeping one of the values.
+MULTI_VALUED: frozenset[str] = frozenset()
+
+
+class UrlTextMiddleware:
+    """422 for a path or query parameter holding NUL or a lone surrogate (not storable, and
+    PostgreSQL refuses NUL in text), and for a repeated single-valued query parameter."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = url_problem(scope)
+            if refused is not None:
+                field, message = refused
+                response = problem_response(
+                    422,
+                    "Request validation failed",
+                    f"{field}: {message}",
+                    kind="validation",
+                    instance=scope.get("path"),
+                    errors=[{"field": field, "message": message, "value": None}],
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def url_problem(scope: Scope) -> tuple[str, str] | None:
+    """(field, reason) of the first bad part of the URL, or None."""
+    reason = bad_text_reason(str(scope.get("path", "")))
+    if reason is not None:
+        return "path", reason
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
+    pairs = parse_qsl(query, keep_blank_values=True, errors="surrogateescape")
+    for name, value in pairs:
+        reason = bad_text_reason(name) or bad_text_reason(value)
+        if reason is not None:
+            return f"query.{name.encode('utf-8', 'replace').decode()}", reason
+    counts = Counter(name for name, _ in pairs)
+    for name, n in counts.items():
+        if n > 1 and name not in MULTI_VALUED:
+            return f"query.{name}", f"given {n} times; it takes one value"
+    return None
 
 
 class MetricsMiddleware:

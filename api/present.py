@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import hashlib
 import json
 from datetime import datetime
 from typing import Any
 
 from api.problems import ProblemError
-from api.store.plans import Cursor
+from api.store.plans import Cursor, PlanFilters
 from api.store.tables import PlanRow
 from planner.plan import recompute_summary
+from planner.specs.limits import bad_text_reason
 
 
 def plan_links(plan_id: str) -> dict[str, str]:
@@ -86,20 +89,28 @@ def plan_summary(row: PlanRow) -> dict[str, Any]:
     return doc
 
 
-def encode_cursor(cursor: Cursor) -> str:
+def filters_key(filters: PlanFilters) -> str:
+    """A short digest of the filters, carried in page tokens so that a token is only
+    accepted with the filters it was made for."""
+    doc = json.dumps(dataclasses.asdict(filters), sort_keys=True, default=str)
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def encode_cursor(cursor: Cursor, *, filters: PlanFilters) -> str:
     value = cursor.value.isoformat() if isinstance(cursor.value, datetime) else cursor.value
-    raw = json.dumps({"s": cursor.sort, "v": value, "i": cursor.id}, separators=(",", ":"))
+    doc = {"s": cursor.sort, "v": value, "i": cursor.id, "f": filters_key(filters)}
+    raw = json.dumps(doc, separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(token: str, *, sort: str) -> Cursor:
+def decode_cursor(token: str, *, sort: str, filters: PlanFilters | None = None) -> Cursor:
     """The cursor in `token`; 422 naming page_token when it is not one of ours or was made
-    for another sort order."""
+    for another sort order or (when `filters` is given) other filters."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         doc = json.loads(raw)
-        s, v, i = doc["s"], doc["v"], doc["i"]
-        if not isinstance(i, str) or not isinstance(s, str):
+        s, v, i, f = doc["s"], doc["v"], doc["i"], doc.get("f")
+        if not isinstance(i, str) or not isinstance(s, str) or bad_text_reason(i):
             raise ValueError("bad types")
         if s.lstrip("-") == "created_at":
             if not isinstance(v, str):
@@ -111,6 +122,8 @@ def decode_cursor(token: str, *, sort: str) -> Cursor:
         raise _bad_token(token, "not a page token from this service") from exc
     if s != sort:
         raise _bad_token(token, f"made for sort={s!r}, not sort={sort!r}")
+    if filters is not None and f != filters_key(filters):
+        raise _bad_token(token, "made for other filters; a page token only continues its query")
     return Cursor(sort=s, value=v, id=i)
 
 

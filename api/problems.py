@@ -50,6 +50,31 @@ class BodyTooLarge(StarletteHTTPException):
         self.max_bytes = max_bytes
 
 
+def field_problem(field: str, message: str, *, value: Any = None) -> ProblemError:
+    """A 422 naming one field (`query.min_gpus`, `body.tags`) and why it is refused."""
+    return ProblemError(
+        422,
+        "Request validation failed",
+        f"{field}: {message}",
+        kind="validation",
+        errors=[{"field": field, "message": message, "value": _short(value)}],
+    )
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(app: Any, scope: dict[str, Any]) -> list[str]:
+    """Every method some route of `app` fully matches on this path (for a 405's `Allow`)."""
+    from starlette.routing import Match
+
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] == Match.FULL for route in app.routes)
+    ]
+
+
 def problem_body(
     status: int,
     title: str,
@@ -110,8 +135,11 @@ def problem_response(
 
 def _jsonable(value: Any) -> Any:
     """Any value as JSON (invalid input may hold bytes, NaN, objects)."""
+    if isinstance(value, str):
+        # a lone surrogate cannot be encoded as UTF-8: echo it as its escape
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {_jsonable(str(k)): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [_jsonable(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
@@ -173,8 +201,18 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = field_errors(list(exc.errors()))
+        raw = list(exc.errors())
+        errors = field_errors(raw)
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)[:2000]
+        if any(err.get("type") == "json_invalid" for err in raw):
+            return problem_response(
+                400,
+                "Malformed JSON",
+                detail,
+                kind="malformed-json",
+                instance=request.url.path,
+                errors=errors,
+            )
         return problem_response(
             422,
             "Request validation failed",
@@ -199,12 +237,16 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         detail = exc.detail if isinstance(exc.detail, str) else None
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            # Starlette names only the first route that matched the path; list them all.
+            headers["Allow"] = ", ".join(allowed_methods(request.app, dict(request.scope)))
         return problem_response(
             exc.status_code,
             title,
             detail,
             instance=request.url.path,
-            headers=getattr(exc, "headers", None),
+            headers=headers or None,
         )
 
     @app.exception_handler(SpecError)
@@ -241,6 +283,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
+        # The server closes the connection after an unhandled error; say so, so that a
+        # keep-alive client opens a new one instead of failing its next request.
         return problem_response(
-            500, "Internal server error", "the error was logged", instance=request.url.path
+            500,
+            "Internal server error",
+            "the error was logged",
+            instance=request.url.path,
+            headers={"Connection": "close"},
         )

@@ -31,6 +31,7 @@ from api.store.plans import PlanFilters
 from api.submissions.states import submission_document
 from api.timeline import plan_timeline_svg
 from planner.plan import PlanResult
+from planner.specs.gpu_names import canonical_gpu
 
 router = APIRouter(include_in_schema=False)
 SORTS = (
@@ -94,6 +95,16 @@ def _principal(request: Request) -> Principal | Response:
     return principal
 
 
+def _gpu(value: str | None) -> str | None:
+    """The catalog's name for a GPU filter; as typed when it names none (matches nothing)."""
+    if not value:
+        return None
+    try:
+        return canonical_gpu(value)
+    except ValueError:
+        return value
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value else None
@@ -111,7 +122,7 @@ async def history_page(request: Request, state: StateDep) -> Response:
     sort = sort if sort in SORTS else "-created_at"
     filters = PlanFilters(
         model_name=q.get("model_name") or None,
-        gpu=q.get("gpu") or None,
+        gpu=_gpu(q.get("gpu")),
         schedule=q.get("schedule") or None,
         tp=_int(q.get("tp")),
         pp=_int(q.get("pp")),
@@ -119,14 +130,18 @@ async def history_page(request: Request, state: StateDep) -> Response:
         tag=q.get("tag") or None,
     )
     try:
-        after = decode_cursor(q["page_token"], sort=sort) if q.get("page_token") else None
+        after = (
+            decode_cursor(q["page_token"], sort=sort, filters=filters)
+            if q.get("page_token")
+            else None
+        )
     except ProblemError:
         after = None
     page = await run_in_threadpool(_page, state, principal.tenant, filters, sort, after)
     next_url = None
     if page.next_cursor is not None:
         params = {k: v for k, v in q.items() if k != "page_token" and v}
-        params["page_token"] = encode_cursor(page.next_cursor)
+        params["page_token"] = encode_cursor(page.next_cursor, filters=filters)
         next_url = "/plans?" + urlencode(params)
     ctx = {
         "tenant": principal.tenant,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import PrincipalDep, StateDep, in_session
 from api.planning import Outcome, Planner, error_document
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
-from api.problems import ProblemError
+from api.problems import ProblemError, field_problem
 from api.schemas.plans import JobPublic, PlanListPublic, PlanPublic
 from api.schemas.problem import problem_responses
 from api.store import idempotency
@@ -23,7 +23,8 @@ from api.store import submissions as submission_store
 from api.store.plans import PlanFilters
 from api.store.tables import PlanRow, SubmissionRow
 from api.submissions.states import submission_document
-from planner.specs import PlanRequest
+from planner.specs import PlanRequest, ScheduleName
+from planner.specs.gpu_names import canonical_gpu
 
 router = APIRouter(prefix="/v1", tags=["plans"])
 
@@ -194,7 +195,7 @@ async def list_plans(
     gpu: str | None = None,
     min_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
     max_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    schedule: str | None = None,
+    schedule: ScheduleName | None = None,
     tp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
     pp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
     dp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
@@ -205,10 +206,22 @@ async def list_plans(
     page_size: Annotated[int, Query(ge=1, le=200)] = 50,
     page_token: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> JSONResponse:
+    if min_gpus is not None and max_gpus is not None and min_gpus > max_gpus:
+        raise field_problem("query.min_gpus", f"min_gpus={min_gpus} > max_gpus={max_gpus}")
+    if (
+        created_after is not None
+        and created_before is not None
+        and _timestamp(created_after) >= _timestamp(created_before)
+    ):
+        raise field_problem(
+            "query.created_after",
+            f"created_after={created_after.isoformat()} is not before "
+            f"created_before={created_before.isoformat()}",
+        )
     filters = PlanFilters(
         model_name=model_name,
         model_hash=model_hash,
-        gpu=gpu,
+        gpu=_filter_gpu(gpu),
         min_gpus=min_gpus,
         max_gpus=max_gpus,
         schedule=schedule,
@@ -219,7 +232,7 @@ async def list_plans(
         created_before=created_before,
         tag=tag,
     )
-    after = decode_cursor(page_token, sort=sort) if page_token else None
+    after = decode_cursor(page_token, sort=sort, filters=filters) if page_token else None
     page = await in_session(
         state,
         lambda session: plan_store.list_plans(
@@ -231,5 +244,23 @@ async def list_plans(
             after=after,
         ),
     )
-    token = encode_cursor(page.next_cursor) if page.next_cursor else None
+    token = encode_cursor(page.next_cursor, filters=filters) if page.next_cursor else None
     return JSONResponse({"data": [plan_summary(r) for r in page.rows], "next_page_token": token})
+
+
+def _timestamp(moment: datetime) -> float:
+    """Seconds since the epoch; a time without a zone is UTC (as the store keeps them)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _filter_gpu(gpu: str | None) -> str | None:
+    """The catalog's name for a GPU filter (stored plans carry it); 422 when unknown or
+    ambiguous, as that filter could never match."""
+    if gpu is None:
+        return None
+    try:
+        return canonical_gpu(gpu)
+    except ValueError as exc:
+        raise field_problem("query.gpu", str(exc), value=gpu) from None

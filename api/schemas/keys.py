@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from planner.specs.limits import check_text
 
 
 class KeyCreate(BaseModel):
@@ -12,7 +15,7 @@ class KeyCreate(BaseModel):
 
     tenant: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     admin: bool = False
-    name: str = Field(default="", max_length=200)
+    name: Annotated[str, AfterValidator(check_text)] = Field(default="", max_length=200)
 
 
 class KeyCreated(BaseModel):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from planner.specs.limits import BOUNDS, check_text
 
 RecomputeMode = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
@@ -23,13 +25,33 @@ class Frozen(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_text(cls, value: Any) -> Any:
+        """Every text in the field (a string, or one inside a tuple or dict, keys too) is
+        valid Unicode without NUL (`limits.check_text`); nested specs check their own."""
+        _check_texts(value)
+        return value
+
+
+def _check_texts(value: Any) -> None:
+    if isinstance(value, str):
+        check_text(value)
+    elif isinstance(value, tuple | list):
+        for item in value:
+            _check_texts(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_texts(key)
+            _check_texts(item)
+
 
 class ModeValues(Frozen):
     """One number per recompute mode (`none`, `selective`, `full`)."""
 
-    none: float = Field(ge=0)
-    selective: float = Field(ge=0)
-    full: float = Field(ge=0)
+    none: float = Field(ge=0, le=BOUNDS.measured_bytes)
+    selective: float = Field(ge=0, le=BOUNDS.measured_bytes)
+    full: float = Field(ge=0, le=BOUNDS.measured_bytes)
 
     def get(self, mode: RecomputeMode) -> float:
         value: float = getattr(self, mode)

@@ -4,32 +4,41 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from planner.catalog.hardware import GPUS, GpuSpec, lookup_gpu
+from planner.catalog.hardware import GpuSpec, lookup_gpu
 from planner.specs.base import Frozen
+from planner.specs.gpu_names import canonical_gpu
+from planner.specs.limits import BOUNDS as B
+from planner.specs.limits import TEXT
 
 
 class ClusterSpec(Frozen):
     """GPUs and links. Link figures left out come from the GPU's catalog entry.
 
-    Bandwidths are GB/s per GPU; latencies seconds per message.
+    Bandwidths are GB/s per GPU; latencies seconds per message. `gpu` is stored as the
+    catalog's name (`gpu_names.canonical_gpu`: `A100` -> `A100-SXM-80GB`). Numbers are
+    bounded by `limits.PhysicalBounds`.
     """
 
-    gpu: str = Field(description="catalog name, e.g. A100-SXM-80GB")
-    num_gpus: int = Field(gt=0)
-    gpus_per_node: int = Field(default=8, gt=0)
-    intra_node_gbps: float | None = Field(default=None, gt=0)
-    inter_node_gbps: float | None = Field(default=None, gt=0)
-    intra_node_latency_s: float = Field(default=5e-6, ge=0)
-    inter_node_latency_s: float = Field(default=1e-5, ge=0)
-    peak_tflops: float | None = Field(default=None, gt=0, description="override the catalog")
-    memory_gib: float | None = Field(default=None, gt=0, description="override the catalog")
+    gpu: str = Field(
+        min_length=1, max_length=TEXT.name_chars, description="catalog name, e.g. A100-SXM-80GB"
+    )
+    num_gpus: int = Field(gt=0, le=B.num_gpus)
+    gpus_per_node: int = Field(default=8, gt=0, le=B.gpus_per_node)
+    intra_node_gbps: float | None = Field(default=None, ge=B.link_gbps_min, le=B.link_gbps)
+    inter_node_gbps: float | None = Field(default=None, ge=B.link_gbps_min, le=B.link_gbps)
+    intra_node_latency_s: float = Field(default=5e-6, ge=0, le=B.latency_s)
+    inter_node_latency_s: float = Field(default=1e-5, ge=0, le=B.latency_s)
+    peak_tflops: float | None = Field(
+        default=None, ge=B.peak_tflops_min, le=B.peak_tflops, description="override the catalog"
+    )
+    memory_gib: float | None = Field(
+        default=None, gt=0, le=B.memory_gib, description="override the catalog"
+    )
 
     @field_validator("gpu")
     @classmethod
     def _known_gpu(cls, v: str) -> str:
-        if lookup_gpu(v) is None:
-            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(sorted(GPUS))}")
-        return v
+        return canonical_gpu(v)
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:

@@ -31,6 +31,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from planner.specs.base import Dtype, Frozen, ModeValues
+from planner.specs.limits import BOUNDS as B
+from planner.specs.limits import TEXT
 
 Family = Literal["gpt", "llama"]
 
@@ -39,15 +41,20 @@ class ModelArch(Frozen):
     """A built-in model family's shapes (Megatron GPT or Llama)."""
 
     family: Family
-    name: str = ""
-    num_layers: int = Field(gt=0, description="decoder blocks")
-    hidden_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: int | None = Field(default=None, gt=0, description="default: attention heads")
-    ffn_hidden_size: int | None = Field(
-        default=None, gt=0, description="default: 4 x hidden (gpt), required for llama"
+    name: str = Field(default="", max_length=TEXT.name_chars)
+    num_layers: int = Field(gt=0, le=B.num_layers, description="decoder blocks")
+    hidden_size: int = Field(gt=0, le=B.hidden_size)
+    num_attention_heads: int = Field(gt=0, le=B.num_heads)
+    num_kv_heads: int | None = Field(
+        default=None, gt=0, le=B.num_heads, description="default: attention heads"
     )
-    vocab_size: int = Field(gt=0)
+    ffn_hidden_size: int | None = Field(
+        default=None,
+        gt=0,
+        le=B.hidden_size,
+        description="default: 4 x hidden (gpt), required for llama",
+    )
+    vocab_size: int = Field(gt=0, le=B.vocab_size)
     tied_embeddings: bool | None = Field(default=None, description="default: gpt yes, llama no")
 
     @model_validator(mode="after")
@@ -84,8 +91,8 @@ class ModelArch(Frozen):
 class LayerRef(Frozen):
     """One layer of the model in execution order; `kind` keys its costs in every ProfilePoint."""
 
-    name: str = Field(min_length=1)
-    kind: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=TEXT.name_chars)
+    kind: str = Field(min_length=1, max_length=TEXT.name_chars)
 
 
 class LayerCost(Frozen):
@@ -96,18 +103,29 @@ class LayerCost(Frozen):
     (0 for `none`). `activation_bytes` is what is saved for backward under each mode.
     """
 
-    fw_s: float = Field(ge=0)
-    bw_input_s: float = Field(ge=0)
-    bw_weight_s: float = Field(ge=0)
+    fw_s: float = Field(ge=0, le=B.measured_s)
+    bw_input_s: float = Field(ge=0, le=B.measured_s)
+    bw_weight_s: float = Field(ge=0, le=B.measured_s)
     recompute_s: ModeValues
     activation_bytes: ModeValues
-    param_bytes: float = Field(ge=0, description="parameter bytes held by one tp rank")
-    param_count: float = Field(ge=0, description="parameters held by one tp rank")
-    output_bytes: float = Field(ge=0, description="bytes of the layer output (stage boundary)")
-    tp_comm_bytes: float = Field(
-        default=0, ge=0, description="bytes all-reduced by the TP group per micro-batch, fw + bw"
+    param_bytes: float = Field(
+        le=B.measured_bytes, ge=0, description="parameter bytes held by one tp rank"
     )
-    fw_flops: float = Field(default=0, ge=0, description="model FLOPs of the forward, one tp rank")
+    param_count: float = Field(
+        le=B.measured_bytes, ge=0, description="parameters held by one tp rank"
+    )
+    output_bytes: float = Field(
+        le=B.measured_bytes, ge=0, description="bytes of the layer output (stage boundary)"
+    )
+    tp_comm_bytes: float = Field(
+        le=B.measured_bytes,
+        default=0,
+        ge=0,
+        description="bytes all-reduced by the TP group per micro-batch, fw + bw",
+    )
+    fw_flops: float = Field(
+        default=0, ge=0, le=B.flops, description="model FLOPs of the forward, one tp rank"
+    )
     spread: dict[str, float] | None = Field(
         default=None, description="relative spread (e.g. IQR/median) of each measured timing"
     )
@@ -116,10 +134,16 @@ class LayerCost(Frozen):
     # stage_backward_weight runs one autograd call per parameter group (measured by
     # profiler.layer_profiler through those functions). None: I and W as above.
     split_bw_input_s: float | None = Field(
-        default=None, ge=0, description="I as a split-backward schedule runs it (None: bw_input_s)"
+        default=None,
+        ge=0,
+        le=B.measured_s,
+        description="I as a split-backward schedule runs it (None: bw_input_s)",
     )
     split_bw_weight_s: float | None = Field(
-        default=None, ge=0, description="W as a split-backward schedule runs it (None: bw_weight_s)"
+        default=None,
+        ge=0,
+        le=B.measured_s,
+        description="W as a split-backward schedule runs it (None: bw_weight_s)",
     )
 
     @property
@@ -191,17 +215,17 @@ class ModelProfile(Frozen):
     """Per-layer time and memory of a model (DESIGN.md, contract 1). Versioned JSON."""
 
     schema_version: Literal[1] = 1
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=TEXT.name_chars)
     source: Literal["analytic", "measured"]
     dtype: Dtype = "bf16"
-    device_name: str = ""
-    seq_length: int = Field(gt=0)
-    layers: tuple[LayerRef, ...] = Field(min_length=1)
-    points: tuple[ProfilePoint, ...] = Field(min_length=1)
+    device_name: str = Field(default="", max_length=TEXT.name_chars)
+    seq_length: int = Field(gt=0, le=B.seq_length)
+    layers: tuple[LayerRef, ...] = Field(min_length=1, max_length=B.num_layers + 2)
+    points: tuple[ProfilePoint, ...] = Field(min_length=1, max_length=B.profile_points)
     arch: ModelArch | None = Field(default=None, description="shapes, for a built-in family")
     torch_version: str | None = None
     measured_at: str | None = None
-    notes: dict[str, str] = Field(default_factory=dict)
+    notes: dict[str, str] = Field(default_factory=dict, max_length=TEXT.notes)
     action_overhead_s: ActionOverhead = Field(
         default=NO_OVERHEAD,
         description="fixed time the pipeline runtime adds per F / B / I / W action, measured "

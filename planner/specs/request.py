@@ -17,6 +17,8 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from planner.catalog.efficiency import Efficiency
 from planner.specs.base import SCHEDULES, Framework, Frozen, RecomputeMode, ScheduleName
 from planner.specs.cluster import ClusterSpec
+from planner.specs.limits import BOUNDS as B
+from planner.specs.limits import TEXT
 from planner.specs.model import ModelArch, ModelProfile
 from planner.specs.training import TrainingSpec
 
@@ -27,7 +29,7 @@ class ProfileRef(Frozen):
     """A model given by a profile, inline or by the id of one stored in the service."""
 
     profile: ModelProfile | None = None
-    profile_id: str | None = None
+    profile_id: str | None = Field(default=None, min_length=1, max_length=TEXT.name_chars)
 
     @model_validator(mode="after")
     def _one(self) -> ProfileRef:
@@ -60,7 +62,10 @@ class Constraints(Frozen):
         default=None, gt=0, description="per-GPU cap; default: the GPU's memory"
     )
     memory_reserve_gib: float = Field(
-        default=1.0, ge=0, description="held back for CUDA context, NCCL and workspaces"
+        default=1.0,
+        ge=0,
+        le=B.memory_gib,
+        description="held back for CUDA context, NCCL and workspaces",
     )
     schedules: tuple[ScheduleName, ...] | None = None
     tp: tuple[int, ...] | None = None
@@ -140,7 +145,9 @@ class PlanRequest(Frozen):
     constraints: Constraints = Constraints()
     objective: Literal["time", "bubble"] = "time"
     search: SearchOptions = SearchOptions()
-    tags: tuple[str, ...] = Field(default=(), description="labels for the plan history")
+    tags: tuple[Annotated[str, Field(min_length=1, max_length=TEXT.tag_chars)], ...] = Field(
+        default=(), max_length=TEXT.tags, description="labels for the plan history"
+    )
     force: bool = Field(default=False, description="service: re-plan even if a plan is cached")
     calibration: CalibrationRef | None = Field(
         default=None, description="cost-model constants from a calibration (meshplan calibrate)"

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from planner.specs.base import DTYPE_BYTES, Dtype, Frozen
+from planner.specs.limits import BOUNDS as B
 
 Optimizer = Literal["adam", "sgd"]
 
@@ -17,8 +18,10 @@ OPTIMIZER_STATE_BYTES: dict[str, int] = {"adam": 12, "sgd": 8}
 
 
 class TrainingSpec(Frozen):
-    global_batch_size: int = Field(gt=0, description="sequences per optimizer step")
-    seq_length: int = Field(gt=0)
+    global_batch_size: int = Field(
+        gt=0, le=B.global_batch_size, description="sequences per optimizer step"
+    )
+    seq_length: int = Field(gt=0, le=B.seq_length)
     dtype: Dtype = "bf16"
     optimizer: Optimizer = "adam"
 

@@ -17,10 +17,14 @@ Variables (S = pp * vpp stages, runs g = [a_g, a_g + n_g), allowed modes k):
     T, P        pipeline lower bound and slowest rank's DP-sync + optimizer time (scaled units)
 
 Constraints.
-    memory, per rank r:  sum_{s on r} sum_g floor(static_g) y[g,s]
-                         + sum_k floor(inflight_s * act_{g,k}) z[g,s,k]  <=  cap - fixed
+    memory, per rank r and held point p of r (memory_rows; planner.cost.partition):
+                         sum_{s on r} sum_g floor(static_g) y[g,s]
+                         + sum_k floor((1 + frag) p.counts_s act_{g,k}) z[g,s,k]
+                         <=  cap - fixed - (1 + frag) loss_p
         (floors make this a relaxation: every partition that fits in floating point is
-        feasible here; a decoded partition that does not fit is cut off by a no-good)
+        feasible here; a decoded partition that does not fit is cut off by a no-good. The
+        recompute transient, a max over the stage's recomputed layers, is left out: also a
+        relaxation, and the scorer charges it)
     post, per rank r:    P >= sum_{s on r} sum_g floor(post_g) y[g,s]
     path cuts:           T >= sum_s floor(F_P[s] fw + (B_P[s]+W_P[s]) w_weight) y
                                 + floor((B_P[s]+I_P[s]) bw_input_k) z + floor(X_P[s] p2p_j) e
@@ -50,6 +54,7 @@ from ortools.sat.python import cp_model
 
 from planner.cost.partition import MODE_INDEX, PartitionInputs
 from planner.memo import PerObject
+from planner.schedules import ActionKind, HeldPoint, rank_stages
 from planner.search.partition import Partition
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
@@ -97,6 +102,24 @@ def _layer_runs(inputs: PartitionInputs) -> tuple[Run, ...]:
         else:
             runs.append(Run(i, 1))
     return tuple(runs)
+
+
+def memory_rows(
+    inputs: PartitionInputs, rank: int
+) -> tuple[tuple[HeldPoint, dict[int, int], float], ...]:
+    """One memory row per held point of `rank` (PartitionInputs.rank_points): the point, the
+    slot of each of the rank's stages in its counts, and the bytes the row charges whatever
+    the partition: (1 + frag) x the loss temporary when the point runs the last stage's F or
+    backward (the recompute transient depends on the partition and is left to the scorer)."""
+    stages = rank_stages(inputs.stage_rank)[rank]
+    slot = {s: j for j, s in enumerate(stages)}
+    grow = 1.0 + inputs.fragmentation_fraction
+    last = inputs.num_stages - 1
+    rows = []
+    for p in inputs.rank_points[rank]:
+        loss = inputs.loss_bytes if p.stage == last and p.phase is not ActionKind.W else 0.0
+        rows.append((p, slot, grow * loss))
+    return tuple(rows)
 
 
 @dataclass(frozen=True)
@@ -232,23 +255,23 @@ class PartitionModel:
 
     def _build_memory(self) -> None:
         inp = self.inputs
-        # Bytes in units of 2^-40 of the largest possible rank footprint, rounded down.
+        grow = 1.0 + inp.fragmentation_fraction
+        # Bytes in units of 2^-38 of the largest possible rank footprint, rounded down.
         most = inp.fixed_bytes + sum(inp.static_bytes)
-        most += max(inp.inflight, default=0) * sum(max(a) for a in inp.activation_bytes)
+        most += grow * max(inp.inflight, default=0) * sum(max(a) for a in inp.activation_bytes)
         unit = HORIZON_UNITS / max(most, inp.cap_bytes, 1e-30)
-        room = math.floor((inp.cap_bytes - inp.fixed_bytes) * unit)
         for r in range(inp.pp):
-            coefs: dict[Key, int] = {}
-            for s in range(inp.num_stages):
-                if inp.stage_rank[s] != r:
-                    continue
-                for g, k in self._stage_terms(s):
-                    first = self.runs[g].first
-                    act = math.floor(inp.inflight[s] * inp.activation_bytes[first][k] * unit)
-                    _add(coefs, ("z", g, s, k), act)
-                    if ("y", g, s, 0) not in coefs:
-                        coefs[("y", g, s, 0)] = math.floor(inp.static_bytes[first] * unit)
-            self.model.add(self._linear(coefs) <= room)
+            for point, slot, const in memory_rows(inp, r):
+                coefs: dict[Key, int] = {}
+                for s in slot:
+                    for g, k in self._stage_terms(s):
+                        first = self.runs[g].first
+                        act = grow * point.counts[slot[s]] * inp.activation_bytes[first][k]
+                        _add(coefs, ("z", g, s, k), math.floor(act * unit))
+                        if ("y", g, s, 0) not in coefs:
+                            coefs[("y", g, s, 0)] = math.floor(inp.static_bytes[first] * unit)
+                room = math.floor((inp.cap_bytes - inp.fixed_bytes - const) * unit)
+                self.model.add(self._linear(coefs) <= room)
 
     def _build_post(self) -> None:
         inp = self.inputs

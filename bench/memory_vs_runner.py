@@ -12,8 +12,11 @@ meter records, 1 timed step). Prints, per configuration:
   (`MemoryBreakdown.activations_bytes`, planner.schedules.rank_held_points) and the sum of its
   stages' peaks (what the cost model charged before) against the measured peak of the rank's
   saved tensors, all its stages at once. The measured rank peak is the report's
-  `peak_memory_bytes` minus the rank's parameters, gradients and optimizer state as the
-  prediction counts them (on CPU the runner's peak is exactly that sum).
+  `peak_memory_bytes` (on CPU: the rank's peak saved activations + parameters, gradients and
+  optimizer state) minus the runner's static bytes: the prediction's, plus the head's copy of
+  the tied word embeddings where embedding and head share a rank (ZB-V's rank 0): the runner
+  keeps both parameters and sums their gradients (profiler/runner/tied.py), the cost model
+  counts one (planner.cost.inputs).
 Errors are signed and relative: (measured - predicted) / predicted.
 
 Memory does not depend on the host's speed: one run per configuration is enough. `--reports
@@ -35,10 +38,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fidelity_cpu import MBS, profile, request_for, run_plan  # noqa: E402
 from planner.cost import fixed_plan  # noqa: E402
+from planner.cost.memory import static_bytes  # noqa: E402
 from planner.plan import Plan  # noqa: E402
 from planner.runreport import RunReport  # noqa: E402
 from planner.specs.model import ModelProfile  # noqa: E402
-from planner.specs.request import Candidate  # noqa: E402
+from planner.specs.request import Candidate, PlanRequest  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,23 @@ def _rel(measured: float, predicted: float) -> float:
     return (measured - predicted) / predicted if predicted else 0.0
 
 
-def compare(label: str, plan: Plan, report: RunReport) -> Row:
+def runner_extra_static_bytes(request: PlanRequest, plan: Plan) -> float:
+    """Bytes the runner holds beyond the prediction's static bytes on the rank that holds
+    both embedding and head of a tied model: the second copy's parameters, gradients and
+    optimizer state (module docstring)."""
+    arch = request.arch
+    ranks = {s.rank for s in plan.prediction.stages if s.stage in (0, plan.pp * plan.vpp - 1)}
+    if arch is None or not arch.tied or len(ranks) != 1:
+        return 0.0
+    words = arch.vocab_size * arch.hidden_size / plan.tp
+    return static_bytes(
+        words, training=request.training, zero_stage=plan.zero_stage, dp=plan.dp
+    ).total_bytes
+
+
+def compare(label: str, plan: Plan, report: RunReport, *, extra_static_bytes: float = 0.0) -> Row:
     pred = plan.prediction
+    shared = {s.rank for s in pred.stages if s.stage == 0}
     stages = tuple(
         StageRow(
             stage=sp.stage,
@@ -120,6 +139,8 @@ def compare(label: str, plan: Plan, report: RunReport) -> Row:
     for rp in pred.ranks:
         m = rp.memory
         static = m.params_bytes + m.grads_bytes + m.optimizer_bytes
+        if rp.rank in shared and rp.rank == pred.stages[-1].rank:
+            static += extra_static_bytes
         measured = report.stages[rp.stages[0]].peak_memory_bytes - static
         summed = sum(pred.stages[s].activation_bytes for s in rp.stages)
         ranks.append(
@@ -198,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                 work.mkdir()
                 report = run_plan(plan, work, steps=1, warmup=1)
                 rep_path.write_text(report.model_dump_json(indent=1))
-            row = compare(cfg.label, plan, report)
+            row = compare(
+                cfg.label, plan, report, extra_static_bytes=runner_extra_static_bytes(req, plan)
+            )
             rows.append(row)
             if not a.json:
                 print_row(row)

@@ -41,8 +41,8 @@ charge the sum of the stages' peaks (one point per stage, every stage at its pea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
+from planner.memo import PerObject
 from planner.schedules.inflight import HeldPoint, coheld_counts
 from planner.schedules.ir import ActionKind, rank_stages
 from planner.schedules.sim_types import StageDurations
@@ -107,19 +107,29 @@ class PartitionInputs:
             fw_s=(f,) * n, bw_s=(b,) * n, w_s=(w,) * n, p2p_s=(0.0,) * max(0, n - 1)
         )
 
-    @cached_property
+    @property
     def rank_points(self) -> tuple[tuple[HeldPoint, ...], ...]:
         """Per rank, the held points its memory is the max over (module docstring)."""
         if self.held_points:
             return self.held_points
-        out = []
-        for stages in rank_stages(self.stage_rank):
-            counts = tuple(self.inflight[s] for s in stages)
-            out.append(tuple(HeldPoint(counts, s, ActionKind.B) for s in stages))
-        return tuple(out)
+        return _FALLBACK_POINTS.get(self, lambda: _every_stage_at_peak(self))
 
-    @cached_property
+    @property
     def coheld(self) -> tuple[int, ...]:
         """Per stage, counts its rank holds all at one moment (planner.schedules.coheld_counts):
         sum_{s on r} coheld[s] * act(s) is at most rank r's activation peak, for the floors."""
-        return coheld_counts(self.rank_points, self.stage_rank)
+        return _COHELD.get(self, lambda: coheld_counts(self.rank_points, self.stage_rank))
+
+
+def _every_stage_at_peak(x: PartitionInputs) -> tuple[tuple[HeldPoint, ...], ...]:
+    """Inputs without held points: each rank holds every stage's peak at once, one point per
+    stage (each stage's backward, for its transient)."""
+    out = []
+    for stages in rank_stages(x.stage_rank):
+        counts = tuple(x.inflight[s] for s in stages)
+        out.append(tuple(HeldPoint(counts, s, ActionKind.B) for s in stages))
+    return tuple(out)
+
+
+_FALLBACK_POINTS: PerObject[tuple[tuple[HeldPoint, ...], ...]] = PerObject()
+_COHELD: PerObject[tuple[int, ...]] = PerObject()

@@ -8,8 +8,9 @@ runner (`profiler.run_plan` under torchrun, gloo, 1 warm-up step in which the sa
 meter records, 1 timed step). Prints, per configuration:
 - per stage: predicted activations (peak in-flight micro-batches x one micro-batch's saved
   bytes) against the runner's measured peak of that stage's saved tensors;
-- per rank: the predicted peak of saved activations over the rank's timeline
-  (`MemoryBreakdown.activations_bytes`, planner.schedules.rank_held_points) and the sum of its
+- per rank: the predicted peak of saved activations over the rank's timeline (the cost
+  model's rank_activation_peak over planner.schedules.held_points_of, without the transients,
+  which the runner's meter does not see) and the sum of its
   stages' peaks (what the cost model charged before) against the measured peak of the rank's
   saved tensors, all its stages at once. The measured rank peak is the report's
   `peak_memory_bytes` (on CPU: the rank's peak saved activations + parameters, gradients and
@@ -38,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fidelity_cpu import MBS, profile, request_for, run_plan  # noqa: E402
 from planner.cost import fixed_plan  # noqa: E402
-from planner.cost.memory import static_bytes  # noqa: E402
+from planner.cost.memory import rank_activation_peak, static_bytes  # noqa: E402
 from planner.plan import Plan  # noqa: E402
 from planner.runreport import RunReport  # noqa: E402
+from planner.schedules import held_points_of, rank_stages  # noqa: E402
 from planner.specs.model import ModelProfile  # noqa: E402
 from planner.specs.request import Candidate, PlanRequest  # noqa: E402
 
@@ -122,6 +124,31 @@ def runner_extra_static_bytes(request: PlanRequest, plan: Plan) -> float:
     ).total_bytes
 
 
+def saved_activation_peaks(plan: Plan) -> list[float]:
+    """Per rank, the timeline peak of its saved activations alone (no transient: the runner's
+    meter sees saved tensors only), from the plan's per-stage bytes and the schedule's held
+    points (planner.cost.memory.rank_activation_peak)."""
+    pred = plan.prediction
+    n = len(pred.stages)
+    points = held_points_of(
+        plan.schedule, pp=plan.pp, vpp=plan.vpp, num_microbatches=plan.num_microbatches
+    )
+    per_mb = [s.activation_bytes / s.peak_inflight for s in pred.stages]
+    stages = rank_stages(tuple(s.rank for s in pred.stages))
+    return [
+        rank_activation_peak(
+            points[r],
+            stages[r],
+            per_mb,
+            recompute_bytes=[0.0] * n,
+            loss_stage=n - 1,
+            loss_bytes=0.0,
+            fragmentation_fraction=0.0,
+        ).activations_bytes
+        for r in range(plan.pp)
+    ]
+
+
 def compare(label: str, plan: Plan, report: RunReport, *, extra_static_bytes: float = 0.0) -> Row:
     pred = plan.prediction
     shared = {s.rank for s in pred.stages if s.stage == 0}
@@ -135,6 +162,7 @@ def compare(label: str, plan: Plan, report: RunReport, *, extra_static_bytes: fl
         )
         for sp in pred.stages
     )
+    saved = saved_activation_peaks(plan)
     ranks = []
     for rp in pred.ranks:
         m = rp.memory
@@ -146,10 +174,10 @@ def compare(label: str, plan: Plan, report: RunReport, *, extra_static_bytes: fl
         ranks.append(
             RankRow(
                 rank=rp.rank,
-                predicted_bytes=m.activations_bytes,
+                predicted_bytes=saved[rp.rank],
                 sum_of_stage_peaks_bytes=summed,
                 measured_bytes=measured,
-                error=_rel(measured, m.activations_bytes),
+                error=_rel(measured, saved[rp.rank]),
                 sum_error=_rel(measured, summed),
             )
         )

@@ -9,6 +9,7 @@ here depends only on the per-rank orders, never on durations.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -92,50 +93,80 @@ class HeldPoint:
 
 
 _PHASE_ORDER = {ActionKind.W: 0, ActionKind.F: 1, ActionKind.B: 2}
+_F, _B, _W = 0, 1, 3  # kind codes (planner.schedules.generators: F, B, I, W); I counts as B
 
 
-def _dominated(p: HeldPoint, q: HeldPoint) -> bool:
-    """p never exceeds q for any non-negative per-stage bytes and transients: q holds at
-    least as much everywhere, and p's transient is at most q's. Transients: W has none; on
-    one stage the backward's (recompute, loss gradient) is at least the forward's (loss)."""
-    if p.phase is not ActionKind.W and (
-        p.stage != q.stage or _PHASE_ORDER[p.phase] > _PHASE_ORDER[q.phase]
-    ):
-        return False
-    return all(a <= b for a, b in zip(p.counts, q.counts, strict=True))
+def _covered(counts: tuple[int, ...], front: list[tuple[int, ...]]) -> bool:
+    return any(all(map(operator.le, counts, q)) for q in front)
 
 
-def _pareto(points: list[HeldPoint]) -> tuple[HeldPoint, ...]:
-    kept: list[HeldPoint] = []
-    for p in sorted(points, key=lambda x: (-sum(x.counts), -_PHASE_ORDER[x.phase])):
-        if not any(_dominated(p, q) for q in kept):
-            kept.append(p)
-    return tuple(sorted(kept, key=lambda x: (x.stage, _PHASE_ORDER[x.phase], x.counts)))
+def _front(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The vectors no other one is >= everywhere (most held first)."""
+    kept: list[tuple[int, ...]] = []
+    for v in sorted(vectors, key=lambda x: (-sum(x), x)):
+        if not _covered(v, kept):
+            kept.append(v)
+    return kept
 
 
-_KINDS = (ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W)  # code order (generators)
+def _undominated(
+    stages: tuple[int, ...],
+    back: dict[int, set[tuple[int, ...]]],
+    loss_fw: set[tuple[int, ...]],
+    plain: dict[tuple[int, ...], tuple[int, ActionKind]],
+    last: int,
+) -> tuple[HeldPoint, ...]:
+    """The points of one rank that no other point dominates: q dominates p when q holds at
+    least as much on every stage and p's transient is at most q's whatever the transients
+    (planner.cost.memory.point_transient_bytes). A backward point (B, I) is compared with its
+    stage's backward points; the last stage's F (the loss temporary) also with that stage's
+    backward points; a point without transient (W) with every point."""
+    out: list[HeldPoint] = []
+    kept: list[tuple[int, ...]] = []
+    for s in stages:
+        front = _front(back.get(s, set()))
+        out += [HeldPoint(v, s, ActionKind.B) for v in front]
+        kept += front
+        if s == last:
+            fwd = [v for v in _front(loss_fw) if not _covered(v, front)]
+            out += [HeldPoint(v, s, ActionKind.F) for v in fwd]
+            kept += fwd
+    for v in _front(set(plain)):
+        if not _covered(v, kept):
+            out.append(HeldPoint(v, *plain[v]))
+    return tuple(sorted(out, key=lambda x: (x.stage, _PHASE_ORDER[x.phase], x.counts)))
 
 
 def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
+    """Every rank's undominated points. An F's point is kept only on the last stage: on any
+    other stage its transient is 0 and the action that follows it on the rank (a B, I or W:
+    every F precedes its own backward) runs with the same counts held."""
     codes, offsets = schedule_codes(schedule)
     stage_rank = tuple(schedule.rank_of(s) for s in range(schedule.num_stages))
     stages = rank_stages(stage_rank)
+    last = schedule.num_stages - 1
     out = []
     for r in range(schedule.pp):
         slot = {s: j for j, s in enumerate(stages[r])}
         held = [0] * len(stages[r])
-        points: dict[tuple[int, ActionKind, tuple[int, ...]], HeldPoint] = {}
-        for i in range(offsets[r], offsets[r + 1]):
-            stage, kind = codes[3 * i], _KINDS[codes[3 * i + 1]]
+        back: dict[int, set[tuple[int, ...]]] = {s: set() for s in stages[r]}
+        loss_fw: set[tuple[int, ...]] = set()
+        plain: dict[tuple[int, ...], tuple[int, ActionKind]] = {}
+        for i in range(3 * offsets[r], 3 * offsets[r + 1], 3):
+            stage, kind = codes[i], codes[i + 1]
             j = slot[stage]
-            if kind is ActionKind.F:
+            if kind == _F:
                 held[j] += 1
-            phase = ActionKind.B if kind is ActionKind.I else kind
-            counts = tuple(held)
-            points.setdefault((stage, phase, counts), HeldPoint(counts, stage, phase))
-            if kind is ActionKind.B or kind is ActionKind.W:
+                if stage == last:
+                    loss_fw.add(tuple(held))
+            elif kind == _W:
+                plain.setdefault(tuple(held), (stage, ActionKind.W))
                 held[j] -= 1
-        out.append(_pareto(list(points.values())))
+            else:  # B or I: a backward, which may recompute; B releases, I does not
+                back[stage].add(tuple(held))
+                if kind == _B:
+                    held[j] -= 1
+        out.append(_undominated(stages[r], back, loss_fw, plain, last))
     return tuple(out)
 
 

@@ -7,7 +7,7 @@ g's layers in stage s with mode k, every stage holds at least one layer, no cont
     minimise T + P  subject to
         T >= len_c(x) + overhead_c + X_c p2p_min   for every path cut c added so far
         P >= post_r(x)                             per rank r (DP sync + optimizer)
-        memory_r,p(x) <= cap - fixed               per rank r and held point p of r
+        memory_r,p(x) <= cap - fixed               per rank r and seed held point p of r
                                                    (planner.search.model.memory_rows)
 
 (X_c: the boundaries between ranks the path crosses, each at least the cheapest p2p time.)

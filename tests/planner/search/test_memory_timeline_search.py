@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 
 import pytest
 
 from planner.cost import partition_inputs, score_split
 from planner.errors import InfeasibleError
 from planner.search import search
+from planner.search.exact import solve_config
+from planner.search.exhaustive import exhaustive_config
+from planner.search.model import seed_points
 from planner.specs import Candidate, PlanRequest
+from planner.specs.base import RecomputeMode
+from tests.planner.search.test_integer_floor import pipeline_inputs
+
+MODES: tuple[RecomputeMode, ...] = ("none", "full")
 
 GIB = 1024**3
 
@@ -77,3 +85,43 @@ def test_below_every_partitions_timeline_peak_nothing_fits() -> None:
     timeline, _ = least_peaks_bytes(request(None))
     with pytest.raises(InfeasibleError):
         search(request(timeline * (1 - 1e-6) / GIB))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rows_added_lazily_keep_the_optimum(seed: int) -> None:
+    """pp = 4 with 2 chunks per rank: ranks have up to 8 held points, the model starts with a
+    row for at most 3 of them (seed_points) and adds the others as decoded partitions break
+    them; its optimum is the exhaustive oracle's under caps from loose to infeasible."""
+    rng = random.Random(5100 + seed)
+    vpp = 2
+    n = 4 * vpp + rng.randint(1, 2)
+    block_act = rng.uniform(1.0, 3.0)
+    act = ((0.5,) * 3, *([(block_act, block_act * 0.5, block_act * 0.15)] * (n - 2)), (2.0,) * 3)
+    bw = rng.uniform(0.5, 1.0)
+    inputs = pipeline_inputs(
+        "interleaved-1f1b",
+        4,
+        vpp,
+        8,
+        fw=(0.1, *([rng.uniform(0.5, 1.0)] * (n - 2)), 0.4),
+        bw_input=((0.1,) * 3, *([(bw, bw * 1.05, bw * 1.4)] * (n - 2)), (0.4,) * 3),
+        bw_weight=(0.05, *([0.3] * (n - 2)), 0.2),
+        p2p=(0.01,) * n,
+        act=act,
+        static=(1.0,) * n,
+        post=(0.0,) * n,
+        cap=0.0,
+        modes=MODES,
+    )
+    assert max(len(p) for p in inputs.rank_points) > max(
+        len(seed_points(inputs, r)) for r in range(4)
+    )
+    loose = sum(a[0] * max(inputs.inflight) for a in act) + n
+    for share in (0.15, 0.3, 0.6):
+        x = dataclasses.replace(inputs, cap_bytes=1.0 + loose * share)
+        oracle = exhaustive_config(x, modes=MODES).best
+        got = solve_config(x, modes=MODES, workers=1).best
+        assert (oracle is None) == (got is None), share
+        if oracle is not None and got is not None:
+            assert got.score.feasible
+            assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)

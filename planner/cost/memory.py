@@ -15,6 +15,7 @@ the transients of the running action on top (MemoryTerms).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -112,19 +113,24 @@ def rank_activation_peak(
     actions (planner.schedules.rank_held_points), sum_j counts[j] * stage_bytes[stages[j]]
     (one micro-batch's saved activations per stage) + the action's transient
     (point_transient_bytes), times 1 + fragmentation_fraction."""
-    best = RankPeak(0.0, 0.0, 0.0, None)
-    top = -1.0
+    rank_bytes = [stage_bytes[s] for s in stages]
+    one = rank_bytes[0] if len(rank_bytes) == 1 else None
+    top, held_top, extra_top, best = -1.0, 0.0, 0.0, None
     for p in points:
-        held = 0.0
-        for j, s in enumerate(stages):
-            held += p.counts[j] * stage_bytes[s]
-        extra = point_transient_bytes(
-            p, recompute_bytes=recompute_bytes, loss_stage=loss_stage, loss_bytes=loss_bytes
-        )
+        if one is not None:
+            held = p.counts[0] * one
+        else:
+            held = sum(map(operator.mul, p.counts, rank_bytes))
+        # point_transient_bytes, inlined (this loop runs for every rank of every score)
+        if p.phase is ActionKind.W:
+            extra = 0.0
+        else:
+            extra = loss_bytes if p.stage == loss_stage else 0.0
+            if p.phase is ActionKind.B and recompute_bytes[p.stage] > extra:
+                extra = recompute_bytes[p.stage]
         if held + extra > top:
-            top = held + extra
-            best = RankPeak(held, extra, fragmentation_fraction * top, p)
-    return best
+            top, held_top, extra_top, best = held + extra, held, extra, p
+    return RankPeak(held_top, extra_top, fragmentation_fraction * max(top, 0.0), best)
 
 
 @dataclass(frozen=True)

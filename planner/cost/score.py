@@ -176,15 +176,28 @@ def stage_recompute_bytes(
     out = [0.0] * x.num_stages
     if not x.recompute_transient:
         return out
-    acts, s = x.activation_bytes, 0
-    for layer, mode in enumerate(modes):
-        if mode == "none":
+    kinds = bytes(map(MODE_INDEX.__getitem__, modes))
+    if not any(kinds):
+        return out
+    per_mode = _TRANSIENTS.get(x, lambda: _transients(x))
+    for s in range(x.num_stages):
+        lo, hi = bounds[s], bounds[s + 1]
+        seg = kinds[lo:hi]
+        if seg.count(0) == hi - lo:
             continue
-        while layer >= bounds[s + 1]:
-            s += 1
-        a = acts[layer]
-        out[s] = max(out[s], a[0] - a[MODE_INDEX[mode]])
+        if seg.count(seg[0]) == hi - lo:  # one mode on the whole stage
+            out[s] = max(per_mode[seg[0]][lo:hi])
+            continue
+        out[s] = max(per_mode[k][i] for i, k in zip(range(lo, hi), seg, strict=True))
     return out
+
+
+def _transients(x: PartitionInputs) -> tuple[list[float], ...]:
+    """Per mode, per layer: act(none) - act(mode), what recomputing the layer holds again."""
+    return tuple([a[0] - a[k] for a in x.activation_bytes] for k in range(3))
+
+
+_TRANSIENTS: PerObject[tuple[list[float], ...]] = PerObject()
 
 
 def rank_peaks(

@@ -101,12 +101,39 @@ def _covered(counts: tuple[int, ...], front: list[tuple[int, ...]]) -> bool:
 
 
 def _front(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """The vectors no other one is >= everywhere (most held first)."""
-    kept: list[tuple[int, ...]] = []
+    """The vectors no other one is >= everywhere."""
+    if not vectors:
+        return []
+    width = len(next(iter(vectors)))
+    if width == 1:
+        return [max(vectors)]
+    if width == 2:  # by the first count, falling: kept when its second beats all before it
+        kept: list[tuple[int, ...]] = []
+        for v in sorted(vectors, reverse=True):
+            if not kept or v[1] > kept[-1][1]:
+                kept.append(v)
+        return _upper_hull(kept)
+    kept = []
     for v in sorted(vectors, key=lambda x: (-sum(x), x)):
         if not _covered(v, kept):
             kept.append(v)
     return kept
+
+
+def _upper_hull(front: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The vertices of a 2-chunk front's upper convex hull (the front: first count falling,
+    second rising). A point on or below the segment between two others never holds more
+    bytes than both of them for any non-negative bytes per chunk (the bytes held are linear in
+    the counts), so the peak is the max over these vertices alone."""
+    hull: list[tuple[int, ...]] = []
+    for p in reversed(front):  # first count rising, second falling
+        while len(hull) >= 2:
+            (ox, oy), (ax, ay) = hull[-2], hull[-1]
+            if (ax - ox) * (p[1] - oy) - (ay - oy) * (p[0] - ox) < 0:
+                break
+            hull.pop()  # hull[-1] is on or below the segment from hull[-2] to p
+        hull.append(p)
+    return hull
 
 
 def _undominated(
@@ -120,7 +147,8 @@ def _undominated(
     least as much on every stage and p's transient is at most q's whatever the transients
     (planner.cost.memory.point_transient_bytes). A backward point (B, I) is compared with its
     stage's backward points; the last stage's F (the loss temporary) also with that stage's
-    backward points; a point without transient (W) with every point."""
+    backward points; a point without transient (W) with every point. With two chunks, only
+    the upper convex hull of each class is kept (_upper_hull)."""
     out: list[HeldPoint] = []
     kept: list[tuple[int, ...]] = []
     for s in stages:
@@ -147,25 +175,26 @@ def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
     last = schedule.num_stages - 1
     out = []
     for r in range(schedule.pp):
-        slot = {s: j for j, s in enumerate(stages[r])}
+        slot = [0] * schedule.num_stages
+        for j, s in enumerate(stages[r]):
+            slot[s] = j
         held = [0] * len(stages[r])
         back: dict[int, set[tuple[int, ...]]] = {s: set() for s in stages[r]}
         loss_fw: set[tuple[int, ...]] = set()
         plain: dict[tuple[int, ...], tuple[int, ActionKind]] = {}
-        for i in range(3 * offsets[r], 3 * offsets[r + 1], 3):
-            stage, kind = codes[i], codes[i + 1]
-            j = slot[stage]
+        lo, hi = 3 * offsets[r], 3 * offsets[r + 1]
+        for stage, kind in zip(codes[lo:hi:3], codes[lo + 1 : hi : 3], strict=True):
             if kind == _F:
-                held[j] += 1
+                held[slot[stage]] += 1
                 if stage == last:
                     loss_fw.add(tuple(held))
             elif kind == _W:
                 plain.setdefault(tuple(held), (stage, ActionKind.W))
-                held[j] -= 1
+                held[slot[stage]] -= 1
             else:  # B or I: a backward, which may recompute; B releases, I does not
                 back[stage].add(tuple(held))
                 if kind == _B:
-                    held[j] -= 1
+                    held[slot[stage]] -= 1
         out.append(_undominated(stages[r], back, loss_fw, plain, last))
     return tuple(out)
 

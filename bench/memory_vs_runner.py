@@ -5,7 +5,8 @@
 Profiles the small GPT of bench/fidelity_cpu.py (fp32, CPU), predicts each configuration below
 with the cost model (`planner.cost.fixed_plan`, balanced stages) and runs it with the reference
 runner (`profiler.run_plan` under torchrun, gloo, 1 warm-up step in which the saved-activation
-meter records, 1 timed step). Prints, per configuration:
+meter records, 1 timed step): pp = 2 (vpp 1, 2, 3, full recompute, ZB-V) and pp = 4
+(interleaved vpp 2, ZB-V). Prints, per configuration:
 - per stage: predicted activations (peak in-flight micro-batches x one micro-batch's saved
   bytes) against the runner's measured peak of that stage's saved tensors;
 - per rank: the predicted peak of saved activations over the rank's timeline (the cost
@@ -72,6 +73,12 @@ CONFIGS = (
         8,
     ),
     Config("pp2 zbv", Candidate(pp=2, vpp=2, schedule="zbv", micro_batch_size=MBS), 8),
+    Config(
+        "pp4 interleaved vpp2",
+        Candidate(pp=4, vpp=2, schedule="interleaved-1f1b", micro_batch_size=MBS),
+        8,
+    ),
+    Config("pp4 zbv", Candidate(pp=4, vpp=2, schedule="zbv", micro_batch_size=MBS), 8),
 )
 
 

@@ -112,11 +112,16 @@ def rank_activation_peak(
     """The rank's largest dynamic footprint over its timeline: over the held points of its
     actions (planner.schedules.rank_held_points), sum_j counts[j] * stage_bytes[stages[j]]
     (one micro-batch's saved activations per stage) + the action's transient
-    (point_transient_bytes), times 1 + fragmentation_fraction."""
+    (point_transient_bytes), times 1 + fragmentation_fraction. A point whose total count x
+    the largest stage bytes + the largest transient cannot beat the best so far is skipped."""
     rank_bytes = [stage_bytes[s] for s in stages]
     one = rank_bytes[0] if len(rank_bytes) == 1 else None
+    most = max(rank_bytes, default=0.0)
+    extra_most = max(loss_bytes, max((recompute_bytes[s] for s in stages), default=0.0))
     top, held_top, extra_top, best = -1.0, 0.0, 0.0, None
     for p in points:
+        if p.total * most + extra_most <= top:
+            continue  # it cannot beat the best so far (and points come most held first)
         if one is not None:
             held = p.counts[0] * one
         else:

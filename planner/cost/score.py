@@ -209,6 +209,16 @@ def rank_peaks(
     """Each rank's dynamic bytes at the peak of its timeline (the memory term of the
     PartitionInputs docstring; planner.cost.memory.rank_activation_peak)."""
     recompute = stage_recompute_bytes(x, bounds, modes)
+    last, loss, frag = x.num_stages - 1, x.loss_bytes, x.fragmentation_fraction
+    if x.vpp == 1 and all(len(p) == 1 for p in x.rank_points):
+        # one stage and one held point (its backward) per rank: rank_activation_peak, inlined
+        out = []
+        for (p,) in x.rank_points:
+            s = p.stage
+            held = p.counts[0] * stage_bytes[s]
+            extra = max(loss if s == last else 0.0, recompute[s])
+            out.append(RankPeak(held, extra, frag * (held + extra), p))
+        return tuple(out)
     stages = rank_stages(x.stage_rank)
     return tuple(
         rank_activation_peak(
@@ -216,9 +226,9 @@ def rank_peaks(
             stages[r],
             stage_bytes,
             recompute_bytes=recompute,
-            loss_stage=x.num_stages - 1,
-            loss_bytes=x.loss_bytes,
-            fragmentation_fraction=x.fragmentation_fraction,
+            loss_stage=last,
+            loss_bytes=loss,
+            fragmentation_fraction=frag,
         )
         for r, points in enumerate(x.rank_points)
     )

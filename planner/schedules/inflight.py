@@ -10,7 +10,7 @@ here depends only on the per-rank orders, never on durations.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from planner.memo import PerObject
@@ -90,6 +90,10 @@ class HeldPoint:
     counts: tuple[int, ...]
     stage: int
     phase: ActionKind
+    total: int = field(init=False, compare=False, repr=False)  # sum(counts)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", sum(self.counts))
 
 
 _PHASE_ORDER = {ActionKind.W: 0, ActionKind.F: 1, ActionKind.B: 2}
@@ -162,7 +166,12 @@ def _undominated(
     for v in _front(set(plain)):
         if not _covered(v, kept):
             out.append(HeldPoint(v, *plain[v]))
-    return tuple(sorted(out, key=lambda x: (x.stage, _PHASE_ORDER[x.phase], x.counts)))
+    return tuple(sorted(out, key=_point_order))
+
+
+def _point_order(p: HeldPoint) -> tuple[int, int, int, tuple[int, ...]]:
+    """Most held first (rank_activation_peak stops early on it), then by stage and phase."""
+    return (-p.total, p.stage, _PHASE_ORDER[p.phase], p.counts)
 
 
 def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
@@ -204,7 +213,7 @@ _HELD: PerObject[tuple[tuple[HeldPoint, ...], ...]] = PerObject()
 
 def rank_held_points(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
     """Per rank, the held counts at every action of its timeline, reduced to the points no
-    other point dominates (HeldPoint; cached per Schedule object).
+    other point dominates (HeldPoint; cached per Schedule object), most held first.
 
     A rank's activation bytes while an action runs are sum_j counts[j] * bytes(stage j) plus
     that action's transient, so its peak over the timeline is the largest of these sums over

@@ -115,17 +115,21 @@ def rank_activation_peak(
     (point_transient_bytes), times 1 + fragmentation_fraction. A point whose total count x
     the largest stage bytes + the largest transient cannot beat the best so far is skipped."""
     rank_bytes = [stage_bytes[s] for s in stages]
-    one = rank_bytes[0] if len(rank_bytes) == 1 else None
-    most = max(rank_bytes, default=0.0)
-    extra_most = max(loss_bytes, max((recompute_bytes[s] for s in stages), default=0.0))
+    width = len(rank_bytes)
+    many = len(points) > 4  # then skip the points that cannot beat the best so far
+    most = max(rank_bytes) if many else 0.0
+    extra_most = max(loss_bytes, *(recompute_bytes[s] for s in stages)) if many else 0.0
     top, held_top, extra_top, best = -1.0, 0.0, 0.0, None
     for p in points:
-        if p.total * most + extra_most <= top:
-            continue  # it cannot beat the best so far (and points come most held first)
-        if one is not None:
-            held = p.counts[0] * one
+        if many and p.total * most + extra_most <= top:
+            continue
+        c = p.counts
+        if width == 1:
+            held = c[0] * rank_bytes[0]
+        elif width == 2:
+            held = c[0] * rank_bytes[0] + c[1] * rank_bytes[1]
         else:
-            held = sum(map(operator.mul, p.counts, rank_bytes))
+            held = sum(map(operator.mul, c, rank_bytes))
         # point_transient_bytes, inlined (this loop runs for every rank of every score)
         if p.phase is ActionKind.W:
             extra = 0.0

@@ -34,9 +34,13 @@ class MemoryBreakdown(Frozen):
     params_bytes: float
     grads_bytes: float
     optimizer_bytes: float
-    activations_bytes: float
+    activations_bytes: float = Field(description="saved activations at the rank's peak")
     buffers_bytes: float
     reserve_bytes: float
+    transient_bytes: float = Field(
+        default=0.0, description="the running action's temporaries at the peak: recompute, loss"
+    )
+    fragmentation_bytes: float = Field(default=0.0, description="caching-allocator reserve")
 
     @property
     def total_bytes(self) -> float:
@@ -45,6 +49,8 @@ class MemoryBreakdown(Frozen):
             + self.grads_bytes
             + self.optimizer_bytes
             + self.activations_bytes
+            + self.transient_bytes
+            + self.fragmentation_bytes
             + self.buffers_bytes
             + self.reserve_bytes
         )

@@ -74,7 +74,6 @@ def prediction_from_score(
     params = [0.0] * c.pp
     grads = [0.0] * c.pp
     optim = [0.0] * c.pp
-    acts = [0.0] * c.pp
     dps = [0.0] * c.pp
     opts = [0.0] * c.pp
     for s, stage in enumerate(c.stages):
@@ -89,7 +88,6 @@ def prediction_from_score(
             dps[rank] += terms.dp_sync_s[layer]
             opts[rank] += terms.optimizer_s[layer]
         held = inputs.inflight[s] * score.stage_activation_bytes[s]
-        acts[rank] += held
         stages.append(
             StagePrediction(
                 stage=s,
@@ -110,9 +108,11 @@ def prediction_from_score(
             params_bytes=params[r],
             grads_bytes=grads[r],
             optimizer_bytes=optim[r],
-            activations_bytes=acts[r],
+            activations_bytes=score.rank_peaks[r].activations_bytes,
             buffers_bytes=terms.buffers_bytes,
             reserve_bytes=terms.reserve_bytes,
+            transient_bytes=score.rank_peaks[r].transient_bytes,
+            fragmentation_bytes=score.rank_peaks[r].fragmentation_bytes,
         )
         ranks.append(
             RankPrediction(

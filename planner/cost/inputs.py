@@ -19,6 +19,8 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
   embeddings whose two copies sit on different pipeline ranks, the all-reduce of the
   embedding gradient between them (Megatron's embedding group).
 - fixed_bytes: the request's reserve + communication buffers (planner.cost.memory).
+- held_points, loss_bytes, recompute_transient, fragmentation_fraction: each rank's activation
+  peak over its timeline and the transients on top (planner.cost.memory.MemoryTerms).
 - action_overhead: the pipeline runtime's fixed time per F / B / I / W action, from the
   profile (`ModelProfile.action_overhead_s`, measured by `profiler.action_overhead`); 0 for
   the analytic catalog. score_partition adds it to every stage's durations (partition.py).
@@ -36,16 +38,19 @@ from planner.catalog.models import HEAD
 from planner.cost.candidate import check_candidate
 from planner.cost.comm import all_reduce_s, dp_link, p2p_s, pp_link, tp_link
 from planner.cost.memory import (
+    DEFAULT_MEMORY_TERMS,
+    MemoryTerms,
     StaticBytes,
     buffer_bytes,
     dp_sync_s,
+    loss_temporary_bytes,
     optimizer_step_bytes,
     static_bytes,
 )
 from planner.cost.partition import SPLIT_BACKWARD, ModeTriple, PartitionInputs
 from planner.cost.source import CostSource, request_efficiency, resolve_costs
 from planner.memo import PerObject
-from planner.schedules import peak_inflight_of, stage_to_rank
+from planner.schedules import HeldPoint, held_points_of, peak_inflight_of, stage_to_rank
 from planner.specs.base import RECOMPUTE_MODES, ScheduleName
 from planner.specs.model import LayerCost
 from planner.specs.request import Candidate, PlanRequest
@@ -84,10 +89,12 @@ def build_inputs(
     efficiency: Efficiency | None = None,
     given_inflight: Callable[[int, int], int] | None = None,
     fill_stages: bool = True,
+    memory_terms: MemoryTerms = DEFAULT_MEMORY_TERMS,
 ) -> tuple[PartitionInputs, LayerTerms]:
     """PartitionInputs of the candidate and the terms they were built from. `given_inflight`
-    (stage, rank) -> count replaces the schedule's peak in-flight counts (which generating the
-    schedule finds): for callers that only need a lower bound of them. `fill_stages=False`:
+    (stage, rank) -> count replaces the schedule's peak in-flight counts and held points
+    (which generating the schedule finds): for callers that only need a lower bound of them;
+    such inputs charge every stage of a rank at its count at once. `fill_stages=False`:
     the terms' candidate keeps no default stages (check_candidate). `efficiency` defaults to
     the request's constants (planner.cost.source.request_efficiency); a given `source` must
     have been resolved with the same ones."""
@@ -100,8 +107,10 @@ def build_inputs(
     m = c.num_microbatches(training.global_batch_size)
     costs = src.layer_costs(micro_batch_size=c.micro_batch_size, tp=tp, sequence_parallel=sp)
     stage_rank = tuple(stage_to_rank(s, pp=pp, schedule=c.schedule) for s in range(c.num_stages))
+    held: tuple[tuple[HeldPoint, ...], ...] = ()
     if given_inflight is None:
         inflight = _inflight(c.schedule, pp, c.vpp, m)
+        held = held_points_of(c.schedule, pp=pp, vpp=c.vpp, num_microbatches=m)
     else:
         inflight = tuple(given_inflight(s, r) for s, r in enumerate(stage_rank))
 
@@ -195,6 +204,14 @@ def build_inputs(
         boundary_bytes=sent_boundary, full_activation_bytes=full_act, pp=pp, tp=tp
     )
     allowed = request.constraints.recompute or RECOMPUTE_MODES
+    loss = 0.0
+    if memory_terms.loss_temporary and arch is not None and src.layers[-1].kind == HEAD:
+        loss = loss_temporary_bytes(
+            seq_length=training.seq_length,
+            micro_batch_size=c.micro_batch_size,
+            vocab_size=arch.vocab_size,
+            tp=tp,
+        )
     inputs = PartitionInputs(
         schedule=c.schedule,
         pp=pp,
@@ -214,6 +231,10 @@ def build_inputs(
         cap_bytes=float(request.memory_cap_bytes),
         allowed_modes=tuple(allowed),
         action_overhead=src.action_overhead,
+        held_points=held,
+        loss_bytes=loss,
+        recompute_transient=memory_terms.recompute_transient,
+        fragmentation_fraction=memory_terms.fragmentation_fraction,
     )
     terms = LayerTerms(
         candidate=c,

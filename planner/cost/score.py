@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
+from planner.cost.memory import RankPeak, rank_activation_peak
 from planner.cost.partition import MODE_INDEX, PartitionInputs
 from planner.errors import SpecError
 from planner.memo import PerObject
-from planner.schedules import SimResult, generate, simulate_unchecked
+from planner.schedules import SimResult, generate, rank_stages, simulate_unchecked
 from planner.specs.base import RecomputeMode
 from planner.specs.request import StageSpec
 
@@ -37,6 +38,7 @@ class PartitionScore:
     stage_p2p_s: tuple[float, ...]
     stage_activation_bytes: tuple[float, ...]  # one micro-batch's activations per stage
     rank_post_s: tuple[float, ...]
+    rank_peaks: tuple[RankPeak, ...]  # per rank: dynamic bytes at its timeline peak
     sim: SimResult
     cap_bytes: float
 
@@ -106,10 +108,12 @@ def score_split(
     layer, unchecked: the search's form (it scores thousands of partitions)."""
     x = inputs
     sums = _stage_sums if _sums is not None else stage_sums_python
-    fw, bw, w, p2p, act, post, memory = sums(x, bounds, modes)
+    fw, bw, w, p2p, act, post, static = sums(x, bounds, modes)
     schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
     sim = simulate_unchecked(schedule, fw, bw, w, p2p, with_timeline=with_timeline)
     max_post = max(post)
+    peaks = rank_peaks(x, bounds, modes, act)
+    memory = [m + p.total_bytes for m, p in zip(static, peaks, strict=True)]
     return PartitionScore(
         step_time_s=sim.step_time_s + max_post,
         pipeline_s=sim.step_time_s,
@@ -122,6 +126,7 @@ def score_split(
         stage_p2p_s=tuple(p2p),
         stage_activation_bytes=tuple(act),
         rank_post_s=tuple(post),
+        rank_peaks=peaks,
         sim=sim,
         cap_bytes=x.cap_bytes,
     )
@@ -131,8 +136,8 @@ def stage_sums_python(
     x: PartitionInputs, bounds: Sequence[int], modes: Sequence[RecomputeMode]
 ) -> tuple[Sequence[float], ...]:
     """Per stage fw, bw, w, p2p and activation bytes of one micro-batch, per rank post time
-    and memory bytes: score_split's sums (in C where it was built: _stage_sums, the same
-    additions in the same order, bit-identical)."""
+    and static memory bytes (fixed + params, grads, optimizer state): score_split's sums (in
+    C where it was built: _stage_sums, the same additions in the same order, bit-identical)."""
     fw: list[float] = []
     bw: list[float] = []
     w: list[float] = []
@@ -143,7 +148,7 @@ def stage_sums_python(
     post = [0.0] * x.pp
     memory = [x.fixed_bytes] * x.pp
     # stages hold consecutive layers, so each rank's post and static sums run in layer order
-    # (the order is part of the result: floats); activations are added after every static
+    # (the order is part of the result: floats); score_split adds the activation peaks
     for s, rank in enumerate(x.stage_rank):
         first, end = bounds[s], bounds[s + 1]
         f = b = ww = a = 0.0
@@ -160,9 +165,73 @@ def stage_sums_python(
         w.append(ww + ow)
         p2p.append(x.p2p_s[end - 1])
         act.append(a)
-    for s, rank in enumerate(x.stage_rank):
-        memory[rank] += x.inflight[s] * act[s]
     return fw, bw, w, p2p, act, post, memory
+
+
+def stage_recompute_bytes(
+    x: PartitionInputs, bounds: Sequence[int], modes: Sequence[RecomputeMode]
+) -> list[float]:
+    """Per stage, the recompute transient of its backward: the largest act(none) - act(mode)
+    over its recomputed layers (planner.cost.memory.MemoryTerms), 0 without recompute."""
+    out = [0.0] * x.num_stages
+    if not x.recompute_transient:
+        return out
+    kinds = bytes(map(MODE_INDEX.__getitem__, modes))
+    if not any(kinds):
+        return out
+    per_mode = _TRANSIENTS.get(x, lambda: _transients(x))
+    for s in range(x.num_stages):
+        lo, hi = bounds[s], bounds[s + 1]
+        seg = kinds[lo:hi]
+        if seg.count(0) == hi - lo:
+            continue
+        if seg.count(seg[0]) == hi - lo:  # one mode on the whole stage
+            out[s] = max(per_mode[seg[0]][lo:hi])
+            continue
+        out[s] = max(per_mode[k][i] for i, k in zip(range(lo, hi), seg, strict=True))
+    return out
+
+
+def _transients(x: PartitionInputs) -> tuple[list[float], ...]:
+    """Per mode, per layer: act(none) - act(mode), what recomputing the layer holds again."""
+    return tuple([a[0] - a[k] for a in x.activation_bytes] for k in range(3))
+
+
+_TRANSIENTS: PerObject[tuple[list[float], ...]] = PerObject()
+
+
+def rank_peaks(
+    x: PartitionInputs,
+    bounds: Sequence[int],
+    modes: Sequence[RecomputeMode],
+    stage_bytes: Sequence[float],
+) -> tuple[RankPeak, ...]:
+    """Each rank's dynamic bytes at the peak of its timeline (the memory term of the
+    PartitionInputs docstring; planner.cost.memory.rank_activation_peak)."""
+    recompute = stage_recompute_bytes(x, bounds, modes)
+    last, loss, frag = x.num_stages - 1, x.loss_bytes, x.fragmentation_fraction
+    if x.vpp == 1 and all(len(p) == 1 for p in x.rank_points):
+        # one stage and one held point (its backward) per rank: rank_activation_peak, inlined
+        out = []
+        for (p,) in x.rank_points:
+            s = p.stage
+            held = p.counts[0] * stage_bytes[s]
+            extra = max(loss if s == last else 0.0, recompute[s])
+            out.append(RankPeak(held, extra, frag * (held + extra), p))
+        return tuple(out)
+    stages = rank_stages(x.stage_rank)
+    return tuple(
+        rank_activation_peak(
+            points,
+            stages[r],
+            stage_bytes,
+            recompute_bytes=recompute,
+            loss_stage=last,
+            loss_bytes=loss,
+            fragmentation_fraction=frag,
+        )
+        for r, points in enumerate(x.rank_points)
+    )
 
 
 _LAYERS: PerObject[tuple[array[float], array[int], array[int]]] = PerObject()
@@ -195,10 +264,11 @@ def _stage_sums(
 
 def _tables(x: PartitionInputs) -> tuple[array[float], array[int], array[int]]:
     """The C side's per-layer table (11 doubles per layer, _sums.c), stage ranks and in-flight
-    counts, built once per PartitionInputs."""
+    counts (zeros), built once per PartitionInputs."""
     layers = array("d")
     for i in range(x.num_layers):
         bw, act = x.bw_input_s[i], x.activation_bytes[i]
         layers.extend((x.fw_s[i], *bw, x.bw_weight_s[i], *act, x.post_s[i]))
         layers.extend((x.static_bytes[i], x.p2p_s[i]))
-    return layers, array("i", x.stage_rank), array("i", x.inflight)
+    # in-flight counts 0: the C sums give the static bytes, score_split adds the peaks
+    return layers, array("i", x.stage_rank), array("i", bytes(4 * x.num_stages))

@@ -1,8 +1,10 @@
 """Cheap lower bounds of one configuration, valid for every partition: they prune without CP-SAT.
 
 Memory floor. The busiest rank holds at least the average over ranks:
-    peak >= fixed + (sum_l static_l + min_s inflight_s * sum_l min_k act_{l,k}) / pp
-and at least the largest single layer's static bytes on top of the fixed bytes.
+    peak >= fixed + (sum_l static_l + min_s coheld_s * sum_l min_k act_{l,k}) / pp
+(coheld: counts each rank holds all at one moment, PartitionInputs.coheld, so each rank's
+activation peak is at least sum_{s on r} coheld_s act_s) and at least the largest single
+layer's static bytes on top of the fixed bytes.
 
 Time floor. Every rank runs its actions one at a time, so the makespan is at least the average
 busy time m * W / pp, with W = sum_l (fw_l + min_k bw_input_{l,k} + bw_weight_l) (one
@@ -35,7 +37,7 @@ from planner.search.paths import PathCut
 def memory_floor_bytes(inputs: PartitionInputs) -> float:
     static = sum(inputs.static_bytes)
     act = sum(map(min, inputs.activation_bytes))
-    avg = inputs.fixed_bytes + (static + min(inputs.inflight) * act) / inputs.pp
+    avg = inputs.fixed_bytes + (static + min(inputs.coheld) * act) / inputs.pp
     return max(avg, inputs.fixed_bytes + max(inputs.static_bytes))
 
 
@@ -240,7 +242,7 @@ def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
         if not _same_middle(inputs, ("bw_input_s", "activation_bytes", "static_bytes")):
             return [[0.0] * len(xs) for _ in range(pp)]
         if per_stage:
-            return list(_recompute_curves(inputs, inputs.inflight, lo, free))
+            return list(_recompute_curves(inputs, inputs.coheld, lo, free))
         # group floor: the in-flight counts every schedule of the group reaches
         return list(_recompute_curves(inputs, group_inflight(inputs), [0] * pp, free))
 

@@ -7,7 +7,8 @@ g's layers in stage s with mode k, every stage holds at least one layer, no cont
     minimise T + P  subject to
         T >= len_c(x) + overhead_c + X_c p2p_min   for every path cut c added so far
         P >= post_r(x)                             per rank r (DP sync + optimizer)
-        memory_r(x) <= cap - fixed                 per rank r
+        memory_r,p(x) <= cap - fixed               per rank r and seed held point p of r
+                                                   (planner.search.model.memory_rows)
 
 (X_c: the boundaries between ranks the path crosses, each at least the cheapest p2p time.)
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from ortools.linear_solver import pywraplp
 
 from planner.cost import MODE_INDEX, PartitionInputs
-from planner.search.model import layer_runs, undominated_modes
+from planner.search.model import layer_runs, memory_rows, undominated_modes
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
 
@@ -112,17 +113,21 @@ class CutLP:
         # ABNORMAL after ~100 cuts on 18.4B's pp = 2 interleaved vpp = 12.
         room = inputs.cap_bytes - inputs.fixed_bytes
         unit = 1.0 / room if room > 0 else 1.0
+        grow = 1.0 + inputs.fragmentation_fraction
         for r in range(inputs.pp):
             post = solver.Constraint(0.0, solver.infinity())
             post.SetCoefficient(self.p, 1.0)
-            mem = solver.Constraint(-solver.infinity(), room * unit)
-            for (g, s, k), var in self.x.items():
-                if inputs.stage_rank[s] != r:
-                    continue
-                i = self._first[g]
-                post.SetCoefficient(var, -inputs.post_s[i])
-                act = inputs.inflight[s] * inputs.activation_bytes[i][k]
-                mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
+            for (g, s, _), var in self.x.items():
+                if inputs.stage_rank[s] == r:
+                    post.SetCoefficient(var, -inputs.post_s[self._first[g]])
+            for point, slot, const in memory_rows(inputs, r):
+                mem = solver.Constraint(-solver.infinity(), (room - const) * unit)
+                for (g, s, k), var in self.x.items():
+                    if inputs.stage_rank[s] != r:
+                        continue
+                    i = self._first[g]
+                    act = point.counts[slot[s]] * inputs.activation_bytes[i][k] * grow
+                    mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
         solver.Minimize(self.t + self.p)
         self._count_rows: list[pywraplp.Constraint] = []
         if self._counted is not None:

@@ -549,7 +549,14 @@ def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
         b.num_microbatches,
         b.inflight,
         b.stage_rank,
-    ) or a.cap_bytes != b.cap_bytes:
+    ) or (a.cap_bytes, a.held_points, a.recompute_transient, a.fragmentation_fraction) != (
+        b.cap_bytes,
+        b.held_points,
+        b.recompute_transient,
+        b.fragmentation_fraction,
+    ):
+        return False
+    if a.loss_bytes > b.loss_bytes:
         return False
     if a.fixed_bytes > b.fixed_bytes:
         return False

@@ -21,8 +21,10 @@ For one configuration:
    or the configuration cannot beat the search's incumbent, or (no incumbent) nothing fits.
 5. Otherwise decode the partition, score it with the simulator (planner.search.partition),
    keep it if it is better, add its critical path as a cut (its bound now equals its
-   simulated time up to the rounding of ~3L + S units of 2^-38 of the reference), and if rounding
-   or memory rounding still lets it through, a no-good cut on exactly that partition. Go to 3.
+   simulated time up to the rounding of ~3L + S units of 2^-38 of the reference); if it does
+   not fit, the memory row of each held point it breaks (the model starts with a few per rank:
+   planner.search.model.seed_points); and if rounding, memory rounding or the recompute
+   transient still lets it through, a no-good cut on exactly that partition. Go to 3.
 
 Every cut is a valid lower bound, so no partition better than the incumbent is ever cut off;
 each iteration cuts off the decoded partition, so the loop ends. The time limit is CP-SAT's:
@@ -176,6 +178,11 @@ def solve_config(
             result.cuts += 1
             if model is not None:
                 model.add_path_cut(cut)
+        if model is not None and not sc.feasible:
+            # the memory rows of the held points it breaks (model.seed_points starts with few)
+            for r, peak in enumerate(sc.rank_peaks):
+                if peak.point is not None and sc.rank_memory_bytes[r] > sc.cap_bytes:
+                    model.add_memory_row(r, peak.point)
         seeds.append(cut)
         result.evaluated.append(scored)
         if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):

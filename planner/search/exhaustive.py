@@ -105,7 +105,7 @@ def scored_partitions(
         for choice in itertools.product(*per_stage):
             mem = list(static)
             for s, (_, act) in enumerate(choice):
-                mem[inputs.stage_rank[s]] += inputs.inflight[s] * act
+                mem[inputs.stage_rank[s]] += inputs.coheld[s] * act  # at most the peak
             if max(mem) > room * (1 + 1e-12) + 1.0:  # lenient: the scorer decides
                 continue
             part = Partition(bounds, tuple(m for combo, _ in choice for m in combo))

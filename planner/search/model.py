@@ -17,10 +17,15 @@ Variables (S = pp * vpp stages, runs g = [a_g, a_g + n_g), allowed modes k):
     T, P        pipeline lower bound and slowest rank's DP-sync + optimizer time (scaled units)
 
 Constraints.
-    memory, per rank r:  sum_{s on r} sum_g floor(static_g) y[g,s]
-                         + sum_k floor(inflight_s * act_{g,k}) z[g,s,k]  <=  cap - fixed
+    memory, per rank r and held point p of r (memory_rows; planner.cost.partition; the rows
+        of seed_points first, the others as decoded partitions break them):
+                         sum_{s on r} sum_g floor(static_g) y[g,s]
+                         + sum_k floor((1 + frag) p.counts_s act_{g,k}) z[g,s,k]
+                         <=  cap - fixed - (1 + frag) loss_p
         (floors make this a relaxation: every partition that fits in floating point is
-        feasible here; a decoded partition that does not fit is cut off by a no-good)
+        feasible here; a decoded partition that does not fit is cut off by a no-good. The
+        recompute transient, a max over the stage's recomputed layers, is left out: also a
+        relaxation, and the scorer charges it)
     post, per rank r:    P >= sum_{s on r} sum_g floor(post_g) y[g,s]
     path cuts:           T >= sum_s floor(F_P[s] fw + (B_P[s]+W_P[s]) w_weight) y
                                 + floor((B_P[s]+I_P[s]) bw_input_k) z + floor(X_P[s] p2p_j) e
@@ -42,6 +47,7 @@ CP-SAT refutes "some partition has T + P <= K" much faster than it proves a mini
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -50,6 +56,7 @@ from ortools.sat.python import cp_model
 
 from planner.cost.partition import MODE_INDEX, PartitionInputs
 from planner.memo import PerObject
+from planner.schedules import ActionKind, HeldPoint, rank_stages
 from planner.search.partition import Partition
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
@@ -97,6 +104,44 @@ def _layer_runs(inputs: PartitionInputs) -> tuple[Run, ...]:
         else:
             runs.append(Run(i, 1))
     return tuple(runs)
+
+
+def memory_rows(
+    inputs: PartitionInputs, rank: int, points: tuple[HeldPoint, ...] | None = None
+) -> tuple[tuple[HeldPoint, dict[int, int], float], ...]:
+    """One memory row per held point of `rank` (`points`, default seed_points): the point,
+    the slot of each of the rank's stages in its counts, and the bytes the row charges
+    whatever the partition: (1 + frag) x the loss temporary when the point runs the last
+    stage's F or backward (the recompute transient depends on the partition and is left to
+    the scorer)."""
+    stages = rank_stages(inputs.stage_rank)[rank]
+    slot = {s: j for j, s in enumerate(stages)}
+    grow = 1.0 + inputs.fragmentation_fraction
+    last = inputs.num_stages - 1
+    rows = []
+    for p in seed_points(inputs, rank) if points is None else points:
+        loss = inputs.loss_bytes if p.stage == last and p.phase is not ActionKind.W else 0.0
+        rows.append((p, slot, grow * loss))
+    return tuple(rows)
+
+
+def seed_points(inputs: PartitionInputs, rank: int) -> tuple[HeldPoint, ...]:
+    """The held points whose memory rows a model starts with: per stage of the rank the point
+    holding the most of it, and the point holding the most in all (ties: the most in all, then
+    a backward's, whose transient is largest). With one chunk per rank that is its one point;
+    with several a rank may have dozens (pp = 64, vpp = 2: up to 128), whose rows the
+    exactness loop adds when a decoded partition breaks one (planner.search.exact)."""
+    points = inputs.rank_points[rank]
+    if len(points) <= 1:
+        return points
+
+    def key(j: int | None, p: HeldPoint) -> tuple[int, int, bool]:
+        return (p.counts[j] if j is not None else 0, sum(p.counts), p.phase is ActionKind.B)
+
+    chosen: dict[HeldPoint, None] = {}
+    for j in (None, *range(len(points[0].counts))):
+        chosen.setdefault(max(points, key=functools.partial(key, j)))
+    return tuple(chosen)
 
 
 @dataclass(frozen=True)
@@ -232,23 +277,41 @@ class PartitionModel:
 
     def _build_memory(self) -> None:
         inp = self.inputs
-        # Bytes in units of 2^-40 of the largest possible rank footprint, rounded down.
+        grow = 1.0 + inp.fragmentation_fraction
+        # Bytes in units of 2^-38 of the largest possible rank footprint, rounded down.
         most = inp.fixed_bytes + sum(inp.static_bytes)
-        most += max(inp.inflight, default=0) * sum(max(a) for a in inp.activation_bytes)
-        unit = HORIZON_UNITS / max(most, inp.cap_bytes, 1e-30)
-        room = math.floor((inp.cap_bytes - inp.fixed_bytes) * unit)
+        most += grow * max(inp.inflight, default=0) * sum(max(a) for a in inp.activation_bytes)
+        self._memory_points: set[tuple[int, HeldPoint]] = set()
+        self._memory_unit = HORIZON_UNITS / max(most, inp.cap_bytes, 1e-30)
         for r in range(inp.pp):
-            coefs: dict[Key, int] = {}
-            for s in range(inp.num_stages):
-                if inp.stage_rank[s] != r:
-                    continue
-                for g, k in self._stage_terms(s):
-                    first = self.runs[g].first
-                    act = math.floor(inp.inflight[s] * inp.activation_bytes[first][k] * unit)
-                    _add(coefs, ("z", g, s, k), act)
-                    if ("y", g, s, 0) not in coefs:
-                        coefs[("y", g, s, 0)] = math.floor(inp.static_bytes[first] * unit)
-            self.model.add(self._linear(coefs) <= room)
+            for row in memory_rows(inp, r):
+                self._add_memory_row(r, *row)
+
+    def add_memory_row(self, rank: int, point: HeldPoint) -> bool:
+        """The memory row of one more held point of `rank` (a decoded partition broke it);
+        False (and nothing added) if the model has it already."""
+        if (rank, point) in self._memory_points:
+            return False
+        (row,) = memory_rows(self.inputs, rank, (point,))
+        self._add_memory_row(rank, *row)
+        return True
+
+    def _add_memory_row(
+        self, rank: int, point: HeldPoint, slot: dict[int, int], const: float
+    ) -> None:
+        inp, unit = self.inputs, self._memory_unit
+        grow = 1.0 + inp.fragmentation_fraction
+        self._memory_points.add((rank, point))
+        coefs: dict[Key, int] = {}
+        for s in slot:
+            for g, k in self._stage_terms(s):
+                first = self.runs[g].first
+                act = grow * point.counts[slot[s]] * inp.activation_bytes[first][k]
+                _add(coefs, ("z", g, s, k), math.floor(act * unit))
+                if ("y", g, s, 0) not in coefs:
+                    coefs[("y", g, s, 0)] = math.floor(inp.static_bytes[first] * unit)
+        room = math.floor((inp.cap_bytes - inp.fixed_bytes - const) * unit)
+        self.model.add(self._linear(coefs) <= room)
 
     def _build_post(self) -> None:
         inp = self.inputs

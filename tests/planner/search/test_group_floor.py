@@ -1,7 +1,8 @@
 """The group floor (bounds.group_time_floor_s: fill chain, memory-forced recompute at the
 in-flight counts every schedule of the group reaches) is the same for every non-zbv member of
 a group and never exceeds any member's exhaustive optimum; its closed-form in-flight counts
-never exceed the generated schedules' peak in-flight counts."""
+never exceed the generated schedules' peak in-flight counts, and each rank holds them all at
+one point of its timeline."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from planner.cost import PartitionInputs
 from planner.errors import SpecError
-from planner.schedules import generate, peak_inflight
+from planner.schedules import generate, peak_inflight, rank_held_points
 from planner.schedules.ir import stage_to_rank
 from planner.search.bounds import group_inflight, group_time_floor_s
 from planner.search.exhaustive import exhaustive_config
@@ -43,6 +44,7 @@ def as_member(base: PartitionInputs, schedule: ScheduleName, vpp: int) -> Partit
         vpp=vpp,
         inflight=peak_inflight(sched),
         stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
+        held_points=rank_held_points(sched),
     )
 
 
@@ -60,6 +62,13 @@ def test_group_inflight_is_below_every_schedules_peak(pp: int) -> None:
                 on_rank = [inflight[s] for s in range(pp * vpp) if ranks[s] == r]
                 # every stage of the rank holds at least the closed form
                 assert min(on_rank) >= least[ranks.index(r)], (schedule, pp, vpp, m, r)
+                # ... all at one moment of the rank's timeline (the memory floors charge the
+                # rank the closed form on every stage at once: a lower bound of its peak)
+                need = [least[s] for s in range(pp * vpp) if ranks[s] == r]
+                assert any(
+                    all(c >= n for c, n in zip(p.counts, need, strict=True))
+                    for p in rank_held_points(sched)[r]
+                ), (schedule, pp, vpp, m, r)
 
 
 def as_member_shape(

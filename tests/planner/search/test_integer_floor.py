@@ -9,7 +9,7 @@ import random
 import pytest
 
 from planner.cost import PartitionInputs, PartitionScore
-from planner.schedules import generate, peak_inflight
+from planner.schedules import generate, peak_inflight, rank_held_points
 from planner.schedules.ir import stage_to_rank
 from planner.search.bounds import (
     cut_floor_s,
@@ -50,7 +50,8 @@ def pipeline_inputs(
     fixed: float = 1.0,
 ) -> PartitionInputs:
     """PartitionInputs of the given per-layer numbers on a real schedule: its in-flight
-    counts and stage ranks come from planner.schedules (the tests' one constructor)."""
+    counts, held points and stage ranks come from planner.schedules (the tests' one
+    constructor)."""
     sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
     return PartitionInputs(
         schedule=schedule,
@@ -70,6 +71,7 @@ def pipeline_inputs(
         fixed_bytes=fixed,
         cap_bytes=cap,
         allowed_modes=modes,
+        held_points=rank_held_points(sched),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from api.problems import ProblemError
 from api.store.plans import Cursor, PlanFilters
+from api.store.submissions import SubmissionFilters
 from api.store.tables import PlanRow
 from planner.plan import recompute_summary
 from planner.specs.limits import bad_text_reason
@@ -89,21 +90,23 @@ def plan_summary(row: PlanRow) -> dict[str, Any]:
     return doc
 
 
-def filters_key(filters: PlanFilters) -> str:
+def filters_key(filters: PlanFilters | SubmissionFilters) -> str:
     """A short digest of the filters, carried in page tokens so that a token is only
     accepted with the filters it was made for."""
     doc = json.dumps(dataclasses.asdict(filters), sort_keys=True, default=str)
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 
-def encode_cursor(cursor: Cursor, *, filters: PlanFilters) -> str:
+def encode_cursor(cursor: Cursor, *, filters: PlanFilters | SubmissionFilters) -> str:
     value = cursor.value.isoformat() if isinstance(cursor.value, datetime) else cursor.value
     doc = {"s": cursor.sort, "v": value, "i": cursor.id, "f": filters_key(filters)}
     raw = json.dumps(doc, separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(token: str, *, sort: str, filters: PlanFilters | None = None) -> Cursor:
+def decode_cursor(
+    token: str, *, sort: str, filters: PlanFilters | SubmissionFilters | None = None
+) -> Cursor:
     """The cursor in `token`; 422 naming page_token when it is not one of ours or was made
     for another sort order or (when `filters` is given) other filters."""
     try:

@@ -232,14 +232,14 @@ async def list_all(
         created_after=created_after,
         created_before=created_before,
     )
-    after = decode_cursor(page_token, sort="-created_at") if page_token else None
+    after = decode_cursor(page_token, sort="-created_at", filters=filters) if page_token else None
     page = await in_session(
         state,
         lambda s: submission_store.list_submissions(
             s, tenant=principal.tenant, filters=filters, page_size=page_size, after=after
         ),
     )
-    token = encode_cursor(page.next_cursor) if page.next_cursor else None
+    token = encode_cursor(page.next_cursor, filters=filters) if page.next_cursor else None
     return JSONResponse(
         {"data": [submission_document(r) for r in page.rows], "next_page_token": token}
     )

@@ -23,6 +23,11 @@ RESTD_LOG=/var/log/slurm/slurmrestd.log
 # openssh-server: the ssh transport's test starts its own sshd on 127.0.0.1 as a "login node"
 PACKAGES=(munge slurm-wlm slurmctld slurmd slurm-client slurmrestd openssh-server openssh-client)
 
+# Daemons keep the directory they were started in as their working directory: start them from
+# / so that removing the caller's directory (a test's tmp dir, a checkout) cannot break them
+# (slurmrestd fails its requests once its working directory is gone). No path below is relative.
+cd /
+
 log() { echo "dev-cluster: $*" >&2; }
 
 need_root() {

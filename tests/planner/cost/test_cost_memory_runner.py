@@ -48,7 +48,9 @@ def test_rank_peak_matches_the_runner(
     for vpp > 1)."""
     candidate = Candidate(pp=2, vpp=vpp, schedule=schedule, micro_batch_size=MBS)
     plan = fixed_plan(request_2_ranks, candidate).model_copy(update={"arch": GPT})
-    run_forked(plan, tmp_path, "--report", str(tmp_path / "r.json"), "--steps", "2")
+    # Adam, as the prediction's optimizer state assumes (run_forked defaults to SGD)
+    report_path = str(tmp_path / "r.json")
+    run_forked(plan, tmp_path, "--report", report_path, "--steps", "2", "--optimizer", "adam")
     report = RunReport.model_validate_json((tmp_path / "r.json").read_text())
     extra = runner_extra_static_bytes(request_2_ranks, plan)
     row = compare(schedule, plan, report, extra_static_bytes=extra)

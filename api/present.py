@@ -138,3 +138,20 @@ def _bad_token(token: str, why: str) -> ProblemError:
         kind="validation",
         errors=[{"field": "query.page_token", "message": why, "value": token[:200]}],
     )
+
+
+def newest_first_token(created_at: datetime, last_id: str) -> str:
+    """The page token of a newest-first listing (profiles, calibrations): the last row's
+    creation time and id."""
+    raw = json.dumps([created_at.isoformat(), last_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_newest_first_token(token: str) -> tuple[datetime, str]:
+    """The (created_at, id) of `newest_first_token`; 422 naming page_token when it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        created, last_id = json.loads(raw)
+        return datetime.fromisoformat(created), str(last_id)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise _bad_token(token, "not a page token from this service") from exc

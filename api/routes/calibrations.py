@@ -4,9 +4,6 @@ one with `"calibration": {"id": ...}`."""
 
 from __future__ import annotations
 
-import base64
-import json
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -16,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.calibrations import observations_from_runs, summary
 from api.deps import PrincipalDep, SessionDep
 from api.limits import MAX_SCHEDULE_ACTIONS, check_candidate_size, check_request
+from api.present import decode_newest_first_token, newest_first_token
 from api.problems import ProblemError
 from api.schemas.problem import problem_responses
 from api.store import calibrations as store
@@ -141,28 +139,10 @@ def list_calibrations(
     page_size: Annotated[int, Query(ge=1, le=200)] = 50,
     page_token: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> JSONResponse:
-    after = _decode(page_token) if page_token else None
+    after = decode_newest_first_token(page_token) if page_token else None
     rows, more = store.list_calibrations(
         session, tenant=principal.tenant, page_size=page_size, after=after
     )
-    token = None
-    if more and rows:
-        raw = json.dumps([rows[-1].created_at.isoformat(), rows[-1].id]).encode()
-        token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    token = newest_first_token(rows[-1].created_at, rows[-1].id) if more and rows else None
     data = [summary(r.body, r.created_at.isoformat()) for r in rows]
     return JSONResponse({"data": data, "next_page_token": token})
-
-
-def _decode(token: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        created, last_id = json.loads(raw)
-        return datetime.fromisoformat(created), str(last_id)
-    except (ValueError, TypeError) as exc:
-        raise ProblemError(
-            422,
-            "Invalid page token",
-            "not a page token from this service",
-            kind="validation",
-            errors=[{"field": "query.page_token", "message": "invalid", "value": token[:200]}],
-        ) from exc

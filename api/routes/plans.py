@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
+from api.idempotent import replay_or_refuse
 from api.planning import Outcome, Planner, error_document
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError, field_problem
@@ -68,27 +69,9 @@ async def create_plan(
         fingerprint=body_fingerprint(body),
         stale_after_s=state.settings.max_time_limit_s + 60.0,
     )
-    if claim.outcome == "mismatch":
-        raise ProblemError(
-            422,
-            "Idempotency-Key reused",
-            "this Idempotency-Key was used with a different body",
-            kind="idempotency-mismatch",
-        )
-    if claim.outcome == "in_flight":
-        raise ProblemError(
-            409,
-            "Request in flight",
-            "a request with this Idempotency-Key is still running",
-            kind="idempotency-in-flight",
-        )
-    if claim.outcome == "replay" and claim.row is not None:
-        row = claim.row
-        headers = {**(row.response_headers or {}), "Idempotent-Replayed": "true"}
-        body_doc = row.response_body or {}
-        status_code = row.response_status or 200
-        media = "application/problem+json" if status_code >= 400 else "application/json"
-        return JSONResponse(body_doc, status_code=status_code, headers=headers, media_type=media)
+    replayed = replay_or_refuse(claim)
+    if replayed is not None:
+        return replayed
     try:
         status, doc, headers = await _create(state, principal, body, respond_async)
     except BaseException as exc:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import json
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from api.deps import PrincipalDep, SessionDep
+from api.present import decode_newest_first_token, newest_first_token
 from api.problems import ProblemError
 from api.schemas.problem import problem_responses
 from api.schemas.profiles import ProfileListPublic, ProfilePublic
@@ -82,27 +80,9 @@ def list_profiles(
     page_size: Annotated[int, Query(ge=1, le=200)] = 50,
     page_token: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> JSONResponse:
-    after = _decode(page_token) if page_token else None
+    after = decode_newest_first_token(page_token) if page_token else None
     rows, more = store.list_profiles(
         session, tenant=principal.tenant, page_size=page_size, after=after
     )
-    token = None
-    if more and rows:
-        raw = json.dumps([rows[-1].created_at.isoformat(), rows[-1].id]).encode()
-        token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    token = newest_first_token(rows[-1].created_at, rows[-1].id) if more and rows else None
     return JSONResponse({"data": [_summary(r) for r in rows], "next_page_token": token})
-
-
-def _decode(token: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        created, last_id = json.loads(raw)
-        return datetime.fromisoformat(created), str(last_id)
-    except (ValueError, TypeError) as exc:
-        raise ProblemError(
-            422,
-            "Invalid page token",
-            "not a page token from this service",
-            kind="validation",
-            errors=[{"field": "query.page_token", "message": "invalid", "value": token[:200]}],
-        ) from exc

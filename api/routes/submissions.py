@@ -14,9 +14,10 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
+from api.idempotent import replay_or_refuse
 from api.present import decode_cursor, encode_cursor
 from api.problems import ProblemError, problem_body
-from api.schemas.problem import PROBLEM_JSON, problem_responses
+from api.schemas.problem import problem_responses
 from api.schemas.submissions import SubmissionListPublic, SubmissionPublic
 from api.state import AppState
 from api.store import idempotency
@@ -92,32 +93,6 @@ def _created(row: SubmissionRow) -> JSONResponse:
     )
 
 
-def _replay(claim: idempotency.Claim) -> JSONResponse:
-    if claim.outcome == "mismatch":
-        raise ProblemError(
-            422,
-            "Idempotency-Key reused",
-            "this Idempotency-Key was used with a different body",
-            kind="idempotency-mismatch",
-        )
-    if claim.outcome == "in_flight":
-        raise ProblemError(
-            409,
-            "Request in flight",
-            "a request with this Idempotency-Key is still running",
-            kind="idempotency-in-flight",
-        )
-    assert claim.row is not None
-    row = claim.row
-    status_code = row.response_status or 200
-    return JSONResponse(
-        row.response_body or {},
-        status_code=status_code,
-        headers={**(row.response_headers or {}), "Idempotent-Replayed": "true"},
-        media_type=PROBLEM_JSON if status_code >= 400 else "application/json",
-    )
-
-
 @router.post(
     "/plans/{plan_id}/submissions",
     status_code=201,
@@ -155,8 +130,9 @@ async def create(
         fingerprint=fingerprint(plan_id, body),
         stale_after_s=stale_after_s,
     )
-    if claim.outcome != "new":
-        return _replay(claim)
+    replayed = replay_or_refuse(claim)
+    if replayed is not None:
+        return replayed
 
     def record(session: Session, row: SubmissionRow) -> None:
         headers = {"Location": f"/v1/submissions/{row.id}"}

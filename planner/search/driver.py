@@ -201,10 +201,9 @@ def run_search(
             # Then the incumbent's configuration: its cutting planes (they often beat the hill
             # climb there) and polish, so the proofs meet a better one; no proof yet (a better
             # configuration may come, against which it is cheaper): unless a floor settled
-            # it, it waits for the first pass with the cuts and domains it found. (Until
-            # session 7 every new incumbent of the improve pass got this visit at once; on
-            # 529.6B, pp = 15 zbv's, 0.8 s, was wasted: pp = 21 beat it a moment later.
-            # 529.6B 4.6-5.4 -> 4.4 s, the other rows within noise.)
+            # it, it waits for the first pass with the cuts and domains it found. Only the
+            # final incumbent gets this visit: an earlier one's is wasted when a later
+            # configuration beats it.
             best = out.best
             if best is not None and any(e is best[0] for e in fresh):
                 entry = best[0]

@@ -209,11 +209,8 @@ def solve_config(
     # settle it without CP-SAT. Its cutting planes simulate partitions that may break a
     # framework's stage split, so under one only the LP floor runs. A second call with
     # `known_paths` (a capped first pass) has had its LP rounds (their cuts are among the
-    # known paths). (Until session 7 an integer program, SCIP on the LP's rows over whole
-    # counts, ran after the LP phase and before CP-SAT; inside the domains and the branching's
-    # hull it no longer settled anything CP-SAT did not settle faster: without it 310.1B 3.46
-    # -> 3.05 s, 529.6B 4.85 -> 4.16 s, 1008B 1.99 -> 1.68 s, the 200 random exactness
-    # cases 2.6 -> 1.8 s in all.)
+    # known paths). No integer program runs between the LP and CP-SAT: inside the domains and
+    # the branching's hull, CP-SAT settles what one would, faster.
     rounds = LP_ROUNDS if split == "any" and not known_paths else 0
     lp = CutLP(inputs, modes) if inputs.num_stages * inputs.num_layers <= LP_MAX_CELLS else None
 
@@ -302,8 +299,7 @@ def solve_config(
             # its one-boundary neighbours, and its rank shifts (one layer between chunks of
             # one rank or of many, every rank keeping its count): CP-SAT's next partitions
             # differ from it in how ranks split their blocks between chunks (the domains often
-            # fix every rank's count). 529.6B's winner, pp = 21 zbv, alone: 9 CP-SAT solves,
-            # 5.35 s -> 3 solves, 2.32 s.
+            # fix every rank's count), so simulating them saves CP-SAT solves.
             near_by = (
                 *_neighbours(out.partition),
                 *_rank_shifts(out.partition, inputs.stage_rank, single=True),

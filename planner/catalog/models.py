@@ -33,6 +33,7 @@ from planner.catalog.layer_work import (
     embedding_work,
     head_work,
 )
+from planner.errors import SpecError
 from planner.specs.base import DTYPE_BYTES, ModeValues
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost, LayerRef, ModelArch, ModelProfile, ProfilePoint
@@ -182,6 +183,13 @@ def _shape(
     tp: int,
     sequence_parallel: bool,
 ) -> Shape:
+    if not arch.is_plain:
+        raise SpecError(
+            "model",
+            arch.display_name,
+            "moe, mla, head_dim and sliding_window are not yet costed by the search "
+            "(issue #19); planner.catalog.moe gives their per-layer numbers",
+        )
     a, kv = arch.num_attention_heads, arch.kv_heads
     if tp <= 0 or a % tp or kv % tp:
         raise ValueError(f"tp={tp} must divide num_attention_heads={a} and num_kv_heads={kv}")

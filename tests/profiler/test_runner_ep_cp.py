@@ -106,7 +106,20 @@ def _ep_pp(arch: ModelArch, rank: int, world: int) -> dict[str, torch.Tensor]:
     return _grads(stage)
 
 
-MODES = {"ep": _ep, "ep_edp": _ep_edp, "cp": _cp, "ep_pp": _ep_pp}
+def _ep_cp(arch: ModelArch, rank: int, world: int) -> dict[str, torch.Tensor]:
+    """cp = ep = world on the same ranks (MoE parallel folding: the expert layers' ep group is
+    the attention's cp group): each rank routes its own chunks' tokens."""
+    model = build_model(arch, seq_length=SEQ, seed=0)
+    apply_context_parallel(model, dist.group.WORLD, seq_length=SEQ)
+    apply_expert_parallel(model, dist.group.WORLD)
+    tokens, labels = _batch(arch)
+    local = shard_sequence(tokens, cp=world, rank=rank), shard_sequence(labels, cp=world, rank=rank)
+    model(*local).backward()
+    ExpertParallel(dense_group=dist.group.WORLD).sync_grads([model])
+    return _grads(model)
+
+
+MODES = {"ep": _ep, "ep_edp": _ep_edp, "cp": _cp, "ep_pp": _ep_pp, "ep_cp": _ep_cp}
 
 
 def _worker(rank: int, world: int, port: int, mode: str, arch_json: str, out: str) -> None:
@@ -184,6 +197,11 @@ def test_ep2_edp2_gradients_equal_one_process(tmp_path: Path) -> None:
 def test_cp_gradients_equal_one_process(tmp_path: Path, family: str, cp: int) -> None:
     arch = tiny_arch(family, num_layers=2)  # type: ignore[arg-type]
     _assert_same(_run("cp", arch, cp, tmp_path), _reference(arch))
+
+
+def test_ep2_folded_onto_cp2_gradients_equal_one_process(tmp_path: Path) -> None:
+    arch = tiny_moe_arch()
+    _assert_same(_run("ep_cp", arch, 2, tmp_path), _reference(arch))
 
 
 def test_ep2_pp2_gradients_equal_one_process(tmp_path: Path) -> None:

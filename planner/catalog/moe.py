@@ -43,6 +43,8 @@ __all__ = [
     "ParamCounts",
     "attention_matrix_params",
     "attention_params",
+    "cp_ring_bytes",
+    "ep_all_to_all_bytes",
     "expert_rows",
     "layer_activation_bytes",
     "layer_flops",
@@ -280,3 +282,30 @@ def layer_activation_bytes(
         mlp += dense_mlp(tokens * moe.num_shared_experts, f)
     selective = attn + mlp
     return ModeValues(none=selective + core, selective=selective, full=tokens * h * d)
+
+
+def ep_all_to_all_bytes(arch: ModelArch, *, tokens: int, ep: int, dtype_bytes: int) -> float:
+    """Bytes one rank sends to the other ranks of its ep group in one all-to-all of an MoE
+    layer: its T x k token copies of h elements, of which (ep - 1) / ep leave the rank under
+    balanced routing. An MoE layer does four per micro-batch: dispatch and combine in the
+    forward, and their reverses in the backward (Megatron-Core's alltoall token dispatcher).
+    """
+    moe = arch.moe
+    if moe is None:
+        raise ValueError(f"{arch.display_name}: ep_all_to_all_bytes needs an MoE model")
+    if ep < 1:
+        raise ValueError(f"ep={ep} must be >= 1")
+    copies = tokens * moe.experts_per_token
+    return copies * arch.hidden_size * dtype_bytes * (ep - 1) / ep
+
+
+def cp_ring_bytes(arch: ModelArch, *, local_tokens: int, cp: int, dtype_bytes: int) -> float:
+    """Bytes one rank sends per attention layer in the forward's K/V ring: cp - 1 steps of its
+    keys and values, local_tokens x (g x d_qk + g x d_v) elements (MLA: every head's
+    decompressed keys and values, a x (d_qk + d_v)). The backward sends the keys and values
+    again and their gradients (twice the forward; Megatron-Core's ring context parallel)."""
+    if cp < 1:
+        raise ValueError(f"cp={cp} must be >= 1")
+    dq, dv = qk_v_head_dims(arch)
+    heads = arch.num_attention_heads if arch.mla is not None else arch.kv_heads
+    return (cp - 1) * local_tokens * heads * (dq + dv) * dtype_bytes

@@ -6,6 +6,8 @@ import pytest
 
 from planner.catalog.models import PRESETS
 from planner.catalog.moe import (
+    cp_ring_bytes,
+    ep_all_to_all_bytes,
     expert_rows,
     layer_activation_bytes,
     layer_flops,
@@ -119,3 +121,13 @@ def test_activation_bytes_of_an_moe_layer_by_hand() -> None:
     mlp = 2 * t * h * d + 4 * t * 4 + 2 * routed * h * d + 3 * routed * 8 * d + 3 * t * 8 * d
     assert act.none == act.selective == attn + mlp
     assert act.full == t * h * d
+
+
+def test_communication_volumes_by_hand() -> None:
+    # 10 tokens x top-2 copies x 16 hidden x 2 bytes, half of them leave the rank at ep = 2
+    assert ep_all_to_all_bytes(TINY, tokens=10, ep=2, dtype_bytes=2) == 320
+    assert ep_all_to_all_bytes(TINY, tokens=10, ep=1, dtype_bytes=2) == 0
+    # cp = 4: 3 steps of 8 local tokens x 1 kv head x (4 + 4) x 2 bytes
+    assert cp_ring_bytes(TINY, local_tokens=8, cp=4, dtype_bytes=2) == 384
+    dsv3 = PRESETS["deepseek-v3"]  # MLA: 128 heads x (192 + 128) decompressed
+    assert cp_ring_bytes(dsv3, local_tokens=1, cp=2, dtype_bytes=2) == 128 * 320 * 2

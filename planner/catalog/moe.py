@@ -23,8 +23,9 @@ Conventions (sources):
 - Routed experts: a grouped GEMM per expert matrix; with balanced routing every expert gets
   T * k / E rows (GShard, Lepikhin et al. 2020 §2.2; Megatron-Core MoE, "grouped GEMM"), so
   all experts together do 2 * m * T * k * h * f_e. A capacity factor c keeps at most
-  ceil(c * T * k / E) rows per expert: balanced routing drops tokens only when c < 1, and
-  Megatron-Core's `--moe-pad-expert-input-to-capacity` pads every expert to the capacity.
+  ceil(c * T * k / E) rows per expert: balanced routing drops tokens only when c < 1. The
+  kept rows are counted, not the padding of Megatron-Core's
+  `--moe-pad-expert-input-to-capacity`.
 - Shared experts (DeepSeekMoE, Dai et al. 2024 §3.2): every token, 2 * m * T * n_s * h * f_e.
 - MLA (DeepSeek-V2 §2.1, DeepSeek-V3 §2.1.1): the projections h -> q_lora -> a (dq),
   h -> kv_lora + rope, kv_lora -> a (nope + dv), a dv -> h, as GEMMs of those shapes.
@@ -146,9 +147,9 @@ def param_counts(arch: ModelArch) -> ParamCounts:
             dense += mlp_params(arch, arch.ffn)
             continue
         one = mlp_params(arch, moe.moe_ffn_hidden_size)
+        # router and shared experts; an aux-loss-free router's per-expert bias (DeepSeek-V3
+        # §2.1.2) is set by a rule, not trained: a buffer, like the reference model's
         dense += h * moe.num_experts + moe.num_shared_experts * one
-        if moe.aux_loss_free:
-            dense += moe.num_experts  # the per-expert routing bias (DeepSeek-V3 §2.1.2)
         expert += moe.num_experts * one
         active += moe.experts_per_token * one
     embedding = arch.vocab_size * h  # gpt's learned positions (s x h) depend on the run

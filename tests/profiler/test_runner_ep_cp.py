@@ -181,6 +181,7 @@ def test_ep2_gradients_equal_one_process(tmp_path: Path) -> None:
     _assert_same(ranks, _reference(arch))
 
 
+@pytest.mark.slow
 def test_ep2_edp2_gradients_equal_one_process(tmp_path: Path) -> None:
     arch = tiny_moe_arch(shared=0)
     _assert_same(_run("ep_edp", arch, 4, tmp_path), _reference(arch))

@@ -24,12 +24,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.auth import COOKIE
 from api.problems import problem_response
+from api.schemas.problem import PROBLEM_JSON
 from api.settings import Settings
 from api.store.keys import hash_key
 
@@ -149,6 +151,26 @@ class RateLimitMiddleware:
             retry_after_s=retry_after,
         )
         await response(scope, receive, send)
+
+
+def declare_rate_limited(doc: dict[str, Any]) -> None:
+    """Every operation but the exempt ones may answer 429 (with `Retry-After`)."""
+    response = {
+        "description": "Too many requests from this API key (rate limit)",
+        "headers": {
+            "Retry-After": {
+                "description": "seconds until the key may send again",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+        "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+    for path, item in doc.get("paths", {}).items():
+        if path in EXEMPT_PATHS:
+            continue
+        for operation in item.values():
+            if isinstance(operation, dict) and "responses" in operation:
+                operation["responses"].setdefault("429", response)
 
 
 def buckets_for(settings: Settings) -> TokenBuckets | None:

@@ -129,3 +129,11 @@ def test_least_recently_seen_callers_are_forgotten_beyond_max_buckets() -> None:
 def test_limit_is_validated(rate: float, burst: int, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         RateLimit(rate_per_s=rate, burst=burst)
+
+
+def test_openapi_declares_429_except_on_health(limited: Live) -> None:
+    doc = httpx.get(f"{limited.url}/openapi.json").json()
+    post = doc["paths"]["/v1/plans"]["post"]["responses"]["429"]
+    assert "Retry-After" in post["headers"]
+    assert "429" not in doc["paths"]["/healthz"]["get"]["responses"]
+    assert "429" in doc["paths"]["/v1/plans/{plan_id}"]["get"]["responses"]

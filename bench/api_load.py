@@ -326,6 +326,8 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     with ExitStack() as stack:
         host, port, pid = stack.enter_context(server_process(url))
         worker = stack.enter_context(worker_process(url)) if args.worker else False
+        if not args.worker and "worker" in LAZY_COMMANDS:
+            print("no --worker: new searches run only if the API runs them itself")
         clients = [Client(host, port, _new_key(host, port)) for _ in range(args.clients)]
         ids = _plan_ids(clients[0], 200)
         run_phase(clients, 4 * args.clients, lambda i: ("GET", "/healthz", None))  # connect

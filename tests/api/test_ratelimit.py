@@ -14,7 +14,8 @@ import pytest
 from svc_harness import ADMIN_KEY, Live, make_settings, serve
 
 from api.app import create_app
-from api.ratelimit import RateLimit, TokenBuckets
+from api.ratelimit import RateLimit, TokenBuckets, caller_id, presented_key
+from api.store.keys import hash_key
 
 RATE_PER_S = 1.0
 BURST = 5
@@ -140,3 +141,24 @@ def test_openapi_declares_429_except_on_health(limited: Live) -> None:
     assert "Retry-After" in post["headers"]
     assert "429" not in doc["paths"]["/healthz"]["get"]["responses"]
     assert "429" in doc["paths"]["/v1/plans/{plan_id}"]["get"]["responses"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "query", "expected"),
+    [
+        ([(b"authorization", b"Bearer mp_a")], b"", "mp_a"),
+        ([(b"authorization", b"bearer  mp_a ")], b"key=mp_b", "mp_a"),  # the API's header first
+        ([], b"x=1&key=mp_%2Bb", "mp_+b"),  # as the pages read ?key= (decoded)
+        ([(b"cookie", b"other=1; meshplan_key=mp_c")], b"", "mp_c"),
+        ([(b"authorization", b"Basic abc")], b"", None),
+    ],
+)
+def test_the_key_is_read_as_auth_reads_it(
+    headers: list[tuple[bytes, bytes]], query: bytes, expected: str | None
+) -> None:
+    scope = {"type": "http", "headers": headers, "query_string": query, "client": ("10.0.0.7", 1)}
+    assert presented_key(scope) == expected
+    known = caller_id(scope, lambda digest: True)
+    unknown = caller_id(scope, lambda digest: False)
+    assert unknown == "addr:10.0.0.7"
+    assert known == (f"key:{hash_key(expected)}" if expected else "addr:10.0.0.7")

@@ -1,6 +1,6 @@
 """Idempotency keys expire: within `idempotency_ttl_s` a replay returns the stored response;
 after it the key is free again (another body is accepted); expired rows are purged, running
-reservations are not. On SQLite and PostgreSQL, with a one-second window."""
+reservations are not. On SQLite and PostgreSQL, with a two-second window."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from api.store.idempotency import Expiry
 from api.store.tables import IdempotencyRow
 from planner.specs import PlanRequest
 
-TTL_S = 1.0
+TTL_S = 2.0
 
 
 def _client(db_url: str, purge_interval_s: float) -> Iterator[tuple[TestClient, Any]]:

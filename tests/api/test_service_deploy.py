@@ -295,3 +295,13 @@ def test_cli_db_and_keys(db_url: str) -> None:
     assert key["tenant"] == "ops" and key["admin"] is True
     assert str(key["key"]).startswith("mp_")
     assert _cli(["db", "downgrade", "--json"], db_url)["revision"] is None
+
+
+def test_images_are_this_version() -> None:
+    """Every meshplan image the files name is tagged with the version pyproject.toml builds."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    images = [s["image"] for s in _compose()["services"].values() if "build" in s]
+    for doc in _by_kind("Deployment") + _by_kind("Job"):
+        images += [c["image"] for c in _pod(doc)["containers"]]
+    assert len(images) == 6
+    assert {image.rsplit(":", 1)[1] for image in images} == {version}

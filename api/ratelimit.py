@@ -1,7 +1,7 @@
 """Rate limits per API key: a token bucket per caller, checked before the request is read.
 
-A bucket holds up to `burst` tokens and refills at `rate_per_s` (the token bucket of RFC 2697
-section 1 / RFC 2698, with one size and one rate). Each request takes one token; a request
+A bucket holds up to `burst` tokens and refills at `rate_per_s` (the token-bucket metering of
+RFC 2697 section 3, with one bucket: size `burst`, rate `rate_per_s`). Each request takes one token; a request
 that finds the bucket empty is answered `429` problem+json with `Retry-After`, the whole
 seconds until a token is back (RFC 9110 section 10.2.3; RFC 6585 section 4 for 429).
 

@@ -1,9 +1,10 @@
 """Rate limits per API key: a token bucket per caller, checked before the request is read.
 
-A bucket holds up to `burst` tokens and refills at `rate_per_s` (the token-bucket metering of
-RFC 2697 section 3, with one bucket: size `burst`, rate `rate_per_s`). Each request takes one token; a request
-that finds the bucket empty is answered `429` problem+json with `Retry-After`, the whole
-seconds until a token is back (RFC 9110 section 10.2.3; RFC 6585 section 4 for 429).
+A bucket holds up to `burst` tokens and refills at `rate_per_s` (the token-bucket metering
+of RFC 2697 section 3, with one bucket: size `burst`, rate `rate_per_s`). Each request takes
+one token; a request that finds the bucket empty is answered `429` problem+json with
+`Retry-After`, the whole seconds until a token is back (RFC 9110 section 10.2.3; RFC 6585
+section 4 for 429).
 
 Who the caller is: the API key a request presents (bearer header, `?key=` or the page cookie,
 as `api.auth` reads them) once that key has authenticated in this process (it is in the app's

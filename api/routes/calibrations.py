@@ -37,6 +37,11 @@ class CalibrationCreate(BaseModel):
     run_ids: list[str] | None = Field(default=None, max_length=MAX_OBSERVATIONS)
     fit: list[str] = Field(default_factory=lambda: list(DEFAULT_FIT), min_length=1, max_length=4)
     scope: dict[str, str] = Field(default_factory=dict, max_length=20)
+    hold_undetermined: bool = Field(
+        default=False,
+        description="keep a constant the observations cannot determine at its default (named "
+        "with the reason in `held`) instead of refusing",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CalibrationCreate:
@@ -96,7 +101,12 @@ def create_calibration(
         raise _invalid("body.observations", "no observations to calibrate on", [])
     _check(observations)
     try:
-        cal = calibrate(observations, names=body.fit, scope=body.scope)
+        cal = calibrate(
+            observations,
+            names=body.fit,
+            scope=body.scope,
+            hold_undetermined=body.hold_undetermined,
+        )
     except NotDetermined as exc:
         raise _invalid("body.fit", f"not determined: {exc}", body.fit) from exc
     except ValueError as exc:

@@ -85,7 +85,7 @@ def _with(eff: Efficiency, names: Sequence[str], u: Sequence[float]) -> Efficien
     values = {}
     for name, x in zip(names, u, strict=True):
         lo, hi = BOUNDS[name]
-        values[name] = min(hi, max(lo, math.exp(x)))
+        values[name] = math.exp(min(math.log(hi), max(math.log(lo), x)))  # clipped, no overflow
     return eff.replace(**values)
 
 
@@ -110,15 +110,10 @@ def undetermined(
     names: Sequence[str], jac: list[list[float]], r: list[float]
 ) -> tuple[str, str] | None:
     """The first constant the observations cannot determine and why (module docstring), or
-    None. More constants than observations names the least sensitive one."""
+    None: one they do not exercise first, then (more constants than observations) the least
+    sensitive one."""
     n, k = len(r), len(names)
     sensitivity = [max(abs(row[j]) for row in jac) for j in range(k)]
-    if n < k:
-        worst = min(range(k), key=lambda j: sensitivity[j])
-        return names[worst], (
-            f"{n} observation(s) cannot determine {k} constants ({', '.join(names)}); "
-            "fit fewer constants (--fit) or add observations"
-        )
     for j, name in enumerate(names):
         effect = sensitivity[j] * 0.01
         if effect < MIN_SENSITIVITY:
@@ -126,6 +121,12 @@ def undetermined(
                 f"{name} is not determined: a 1 % change moves no observation's predicted step "
                 f"time by more than {effect:.2e} (log); the observations do not exercise it"
             )
+    if n < k:
+        worst = min(range(k), key=lambda j: sensitivity[j])
+        return names[worst], (
+            f"{n} observation(s) cannot determine {k} constants ({', '.join(names)}); "
+            "fit fewer constants (--fit) or add observations"
+        )
     jtj, _ = normal(jac, r)
     try:
         cov = inverse(jtj)

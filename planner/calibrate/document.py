@@ -40,6 +40,9 @@ class Observation(Frozen):
     candidate: Candidate
     measured: Measured
     source: str = Field(default="", max_length=2000)
+    run_id: str | None = Field(
+        default=None, max_length=200, description="the stored run it came from (the service)"
+    )
 
 
 class ObservationFit(Frozen):

@@ -85,7 +85,8 @@ def _with(eff: Efficiency, names: Sequence[str], u: Sequence[float]) -> Efficien
     values = {}
     for name, x in zip(names, u, strict=True):
         lo, hi = BOUNDS[name]
-        values[name] = math.exp(min(math.log(hi), max(math.log(lo), x)))  # clipped, no overflow
+        # clipped in log space first: a huge step cannot overflow exp()
+        values[name] = lo if x <= math.log(lo) else hi if x >= math.log(hi) else math.exp(x)
     return eff.replace(**values)
 
 

@@ -69,12 +69,14 @@ def choose_prior_weight(
     weights: Sequence[float] = PRIOR_WEIGHTS,
 ) -> tuple[float, dict[float, float]]:
     """(the chosen w, every w's leave-one-out RMS log error) -- module docstring. With one
-    observation there is nothing to leave out but it: w = inf (hold)."""
+    observation there is nothing to cross-validate with: w = 0 (plain least squares)."""
     squares: dict[float, list[float]] = {}
     for w in weights:
         errors = _loo_errors(jac, r, u0, bounds, w) if len(r) > 1 else None
         if errors is not None:
             squares[w] = [e * e for e in errors]
+    if len(r) < 2:
+        return 0.0, {}
     if not squares:
         return math.inf, {}
     mse = {w: sum(sq) / len(sq) for w, sq in squares.items()}

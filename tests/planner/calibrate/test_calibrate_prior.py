@@ -117,3 +117,11 @@ def test_a_fixed_prior_weight_pulls_toward_the_start() -> None:
     assert values[0] < values[1] < values[2] < DEFAULT_EFFICIENCY.matmul_fraction
     with pytest.raises(ValueError, match="prior_weight"):
         calibrate(obs, names=("matmul_fraction",), prior_weight=-1.0)
+
+
+def test_one_observation_has_nothing_to_cross_validate_with() -> None:
+    truth = DEFAULT_EFFICIENCY.replace(matmul_fraction=0.5)
+    cal = calibrate(_observations(truth, NO_SCATTER)[:1], names=("matmul_fraction",))
+    assert cal.prior_weight == 0.0 and cal.loo_rms == {}  # plain least squares, n = k
+    assert cal.constants["matmul_fraction"] == pytest.approx(0.5, rel=1e-3)
+    assert cal.ranges == {}

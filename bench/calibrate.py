@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from planner.calibrate import (
     calibrate,
     predict_all,
 )
-from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.catalog.efficiency import CONSTANT_NAMES, DEFAULT_EFFICIENCY, Efficiency
 
 SOURCE = "Narayanan et al. 2021, Table 1"
 
@@ -134,8 +135,29 @@ def split_fit(
         "large_errors_default": [round(e, 4) for e in default],
         "fitted_on_small": _mean_max(fitted),
         "default": _mean_max(default),
+        "sensitivity": {
+            o.source: row
+            for o, row in zip(obs, sensitivities(obs, list(CONSTANT_NAMES)), strict=True)
+        },
+        "small_errors_default": [
+            round(e, 4) for e in _errors(small, predict_all(small, DEFAULT_EFFICIENCY))
+        ],
         **_how(cal),
     }
+
+
+def sensitivities(obs: list[Observation], names: list[str]) -> list[dict[str, float]]:
+    """d log(step time) / d log(constant) of each row at the defaults (a 1 % step; backward
+    at an upper bound): which rows exercise which constant, and how much."""
+    base = predict_all(obs, DEFAULT_EFFICIENCY)
+    out: list[dict[str, float]] = [{} for _ in obs]
+    for name in names:
+        value = getattr(DEFAULT_EFFICIENCY, name)
+        step = -0.01 if name.endswith("fraction") and value * math.exp(0.01) > 1 else 0.01
+        moved = predict_all(obs, DEFAULT_EFFICIENCY.replace(**{name: value * math.exp(step)}))
+        for row, a, b in zip(out, moved, base, strict=True):
+            row[name] = round((math.log(a) - math.log(b)) / step, 4)
+    return out
 
 
 def leave_one_out(
@@ -224,6 +246,12 @@ def main() -> None:
     print("constants:", {k: round(v, 6) for k, v in out["constants"].items()})
     _print_how(out)
     if args.split:
+        print("d log(step) / d log(constant) at the defaults, and each row's error there:")
+        print(f"  {'row':<50} " + " ".join(f"{n[:12]:>12}" for n in CONSTANT_NAMES) + "   error")
+        errors = out["small_errors_default"] + out["large_errors_default"]
+        for (src, row), e in zip(out["sensitivity"].items(), errors, strict=True):
+            cells = " ".join(f"{row[n]:+12.4f}" for n in CONSTANT_NAMES)
+            print(f"  {src:<50} {cells}  {100 * e:+5.1f}%")
         print("five largest rows, step-time error (fitted on the five smallest | defaults):")
         for src, f, d in zip(
             out["large_rows"],

@@ -2,7 +2,8 @@
 the reference runner (gloo), fit a calibration on half the runs and print the other half's
 step-time errors before and after (issue #17 §2; docs/cost-model.md §5).
 
-    python bench/calibration_loop_cpu.py [--steps K] [--warmup W] [--layers L] [--json]
+    python bench/calibration_loop_cpu.py [--steps K] [--warmup W] [--repeats R] [--layers L]
+        [--json]
 
 1. `profiler.layer_profiler.profile_model` measures the model's layer kinds on this CPU, fp32,
    single-threaded (every runner process runs with OMP_NUM_THREADS=1).
@@ -12,7 +13,8 @@ step-time errors before and after (issue #17 §2; docs/cost-model.md §5).
    placeholders, not this machine's loopback gloo.
 3. Each plan runs with `profiler.run_plan` in two processes forked from one server that has
    imported torch (the environment torchrun sets; tests/profiler run the runner the same
-   way), K measured steps after W warm-up steps; its RunReport is an observation
+   way), K measured steps after W warm-up steps, R times round-robin over the
+   configurations; the run of median step time is an observation
    (`planner.calibrate.observation_from_run`).
 4. The runs alternate into a fit half and a held-out half (CONFIGS order: every second one);
    `planner.calibrate.calibrate` fits all four constants on the fit half with
@@ -211,23 +213,35 @@ class Run:
 
 
 def measure(
-    prof: ModelProfile, configs: tuple[Config, ...], *, steps: int, warmup: int
+    prof: ModelProfile,
+    configs: tuple[Config, ...],
+    *,
+    steps: int,
+    warmup: int,
+    repeats: int = 1,
 ) -> list[Run]:
-    """Plan (from the profile) and run every configuration."""
-    out = []
+    """Plan (from the profile) and run every configuration `repeats` times, round-robin
+    (repeat k of every configuration, then repeat k + 1); each keeps its median run."""
+    plans = [(c, request_for(prof, c)) for c in configs]
+    reports: list[list[RunReport]] = [[] for _ in configs]
     with tempfile.TemporaryDirectory(prefix="calloop-") as tmp:
-        for i, config in enumerate(configs):
-            request = request_for(prof, config)
-            plan = fixed_plan(request, config.candidate)
-            workdir = Path(tmp) / f"run{i}"
-            workdir.mkdir()
-            report = run_forked(plan, workdir, steps=steps, warmup=warmup)
-            out.append(Run(config, request, plan, report))
-            print(
-                f"  ran {config.label:<28} predicted {plan.prediction.step_time_s * 1e3:8.2f} ms"
-                f"  measured {report.step_time_s * 1e3:8.2f} ms",
-                file=sys.stderr,
-            )
+        for k in range(repeats):
+            for i, (config, request) in enumerate(plans):
+                plan = fixed_plan(request, config.candidate)
+                workdir = Path(tmp) / f"run{i}-{k}"
+                workdir.mkdir()
+                report = run_forked(plan, workdir, steps=steps, warmup=warmup)
+                reports[i].append(report)
+                print(
+                    f"  ran {config.label:<28} predicted "
+                    f"{plan.prediction.step_time_s * 1e3:8.2f} ms  measured "
+                    f"{report.step_time_s * 1e3:8.2f} ms",
+                    file=sys.stderr,
+                )
+    out = []
+    for (config, request), runs in zip(plans, reports, strict=True):
+        median = sorted(runs, key=lambda r: r.step_time_s)[len(runs) // 2]
+        out.append(Run(config, request, fixed_plan(request, config.candidate), median))
     return out
 
 
@@ -282,12 +296,17 @@ def held_out_errors(fit: list[Observation], held: list[Observation]) -> dict[str
 
 
 def loop(
-    *, layers: int, steps: int, warmup: int, configs: tuple[Config, ...] = CONFIGS
+    *,
+    layers: int,
+    steps: int,
+    warmup: int,
+    repeats: int = 1,
+    configs: tuple[Config, ...] = CONFIGS,
 ) -> dict[str, Any]:
     """Profile, run, and fit both cost sources on the same runs."""
     arch = tiny_gpt(layers)
     prof = profile(arch)
-    runs = measure(prof, configs, steps=steps, warmup=warmup)
+    runs = measure(prof, configs, steps=steps, warmup=warmup, repeats=repeats)
     out: dict[str, Any] = {"sustained_tflops": sustained_tflops(prof)}
     for name, arch_or_none in (("profile", None), ("analytic", arch)):
         fit, held = split_halves(observations(runs, arch=arch_or_none))
@@ -300,10 +319,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per configuration")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     load0 = os.getloadavg()[0]
-    out = loop(layers=args.layers, steps=args.steps, warmup=args.warmup)
+    out = loop(layers=args.layers, steps=args.steps, warmup=args.warmup, repeats=args.repeats)
     out["load_average_1min"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     if args.json:
         print(json.dumps(out, indent=1))

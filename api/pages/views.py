@@ -16,6 +16,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import COOKIE, page_key, resolve
+from api.calibrations import plan_calibration_view
 from api.deps import StateDep
 from api.limits import MAX_SCHEDULE_ACTIONS
 from api.pages.charts import memory_chart_svg
@@ -192,6 +193,7 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
             submission_document(s)
             for s in submission_store.plan_submissions(session, tenant=tenant, plan_id=plan_id)
         ]
+        cal_view = plan_calibration_view(session, tenant=tenant, row=row)
     result = PlanResult.model_validate(row.result)
     plan = result.plan
     small = plan.num_microbatches * plan.pp * plan.vpp <= MAX_SCHEDULE_ACTIONS
@@ -203,6 +205,7 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
         "alternatives": result.alternatives,
         "runs": runs,
         "submissions": submissions,
+        "cal_view": cal_view,
         "timeline_svg": plan_timeline_svg(plan) if small else "<p>(too large to draw)</p>",
         "memory_svg": memory_chart_svg(plan.prediction),
     }

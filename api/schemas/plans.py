@@ -30,6 +30,14 @@ class PlanPublic(BaseModel):
     request: dict[str, Any] = Field(description="the normalised plan request")
     result: PlanResult
     links: PlanLinks
+    cost_model_version: str = Field(
+        description="planner.cost.version.COST_MODEL_VERSION the plan was made with; "
+        "'unknown' for plans stored before plans recorded it"
+    )
+    calibration_id: str | None = Field(
+        description="the calibration the plan was made with (null: the catalog defaults, or "
+        "unknown when cost_model_version is)"
+    )
     submissions: list[SubmissionPublic] | None = Field(
         default=None, description="the plan's submissions, newest first (GET of one plan)"
     )
@@ -53,6 +61,14 @@ class PlanSummary(BaseModel):
     bubble_fraction: float
     peak_memory_bytes: float
     tags: list[str]
+    cost_model_version: str = Field(
+        description="planner.cost.version.COST_MODEL_VERSION the plan was made with; "
+        "'unknown' for plans stored before plans recorded it"
+    )
+    calibration_id: str | None = Field(
+        description="the calibration the plan was made with (null: the catalog defaults, or "
+        "unknown when cost_model_version is)"
+    )
 
 
 class PlanListPublic(BaseModel):

@@ -164,7 +164,8 @@ def tradeoff_chart_svg(points: Sequence[Point], cap_bytes: float) -> str:
     dashed line, the chosen plan as a larger ringed dot; each other dot links to its page."""
     width, height, left, right, top_px, bottom = 620, 320, 70, 20, 20, 44
     mems = [p.peak_memory_bytes / GIB for p in points]
-    times = [p.step_time_s for p in points]
+    unit, scale = ("ms", 1e3) if max(p.step_time_s for p in points) < 1 else ("s", 1.0)
+    times = [p.step_time_s * scale for p in points]
     xt = nice_ticks(min([*mems, cap_bytes / GIB]) * 0.9, max([*mems, cap_bytes / GIB]) * 1.02)
     yt = nice_ticks(min(times) * 0.95, max(times) * 1.05)
     pw, ph = width - left - right, height - top_px - bottom
@@ -203,7 +204,7 @@ def tradeoff_chart_svg(points: Sequence[Point], cap_bytes: float) -> str:
     )
     out.append(
         f"<text x='14' y='{top_px + ph / 2}' transform='rotate(-90 14 {top_px + ph / 2})' "
-        "text-anchor='middle'>step time (s)</text>"
+        f"text-anchor='middle'>step time ({unit})</text>"
     )
     cx = sx(cap_bytes / GIB)
     out.append(
@@ -215,7 +216,7 @@ def tradeoff_chart_svg(points: Sequence[Point], cap_bytes: float) -> str:
         f"class='cap-label'>cap {cap_bytes / GIB:.1f} GiB</text>"
     )
     for p in sorted(points, key=lambda q: q.chosen):  # the chosen one drawn last, on top
-        px, py = sx(p.peak_memory_bytes / GIB), sy(p.step_time_s)
+        px, py = sx(p.peak_memory_bytes / GIB), sy(p.step_time_s * scale)
         tip = f"{p.label}: {p.step_time_s:.4g} s, {p.peak_memory_bytes / GIB:.2f} GiB" + (
             " (chosen)" if p.chosen else ""
         )

@@ -157,11 +157,13 @@ class Point:
     peak_memory_bytes: float
     href: str | None
     chosen: bool = False
+    measured: bool = False  # a measured run of the chosen plan (hollow), not a prediction
 
 
 def tradeoff_chart_svg(points: Sequence[Point], cap_bytes: float) -> str:
     """Step time (y) against peak memory per GPU (x) for `points`, the cap as a vertical
-    dashed line, the chosen plan as a larger ringed dot; each other dot links to its page."""
+    dashed line, the chosen plan as a larger ringed dot, measured runs as hollow rings; each
+    other dot links to its page."""
     width, height, left, right, top_px, bottom = 620, 320, 70, 20, 20, 44
     mems = [p.peak_memory_bytes / GIB for p in points]
     unit, scale = ("ms", 1e3) if max(p.step_time_s for p in points) < 1 else ("s", 1.0)
@@ -220,14 +222,22 @@ def tradeoff_chart_svg(points: Sequence[Point], cap_bytes: float) -> str:
         tip = f"{p.label}: {p.step_time_s:.4g} s, {p.peak_memory_bytes / GIB:.2f} GiB" + (
             " (chosen)" if p.chosen else ""
         )
-        dot = (
-            f"<circle cx='{px:.1f}' cy='{py:.1f}' r='7' fill='#1e8449' stroke='#000' "
-            f"stroke-width='2' class='chosen'><title>{escape(tip)}</title></circle>"
-            f"<text x='{px + 10:.1f}' y='{py + 4:.1f}' class='chosen-label'>chosen</text>"
-            if p.chosen
-            else f"<circle cx='{px:.1f}' cy='{py:.1f}' r='5' fill='#4c78a8' class='alt'>"
-            f"<title>{escape(tip)}</title></circle>"
-        )
+        if p.chosen:
+            dot = (
+                f"<circle cx='{px:.1f}' cy='{py:.1f}' r='7' fill='#1e8449' stroke='#000' "
+                f"stroke-width='2' class='chosen'><title>{escape(tip)}</title></circle>"
+                f"<text x='{px + 10:.1f}' y='{py + 4:.1f}' class='chosen-label'>chosen</text>"
+            )
+        elif p.measured:
+            dot = (
+                f"<circle cx='{px:.1f}' cy='{py:.1f}' r='6' fill='none' stroke='#f58518' "
+                f"stroke-width='2' class='measured'><title>{escape(tip)}</title></circle>"
+            )
+        else:
+            dot = (
+                f"<circle cx='{px:.1f}' cy='{py:.1f}' r='5' fill='#4c78a8' class='alt'>"
+                f"<title>{escape(tip)}</title></circle>"
+            )
         if p.href and not p.chosen:
             dot = f"<a href={quoteattr(p.href)}>{dot}</a>"
         out.append(dot)

@@ -176,6 +176,7 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
         )
         for i, alt in enumerate(result.alternatives)
     ]
+    points += measured_points(runs)
     points.append(
         Point(
             _label(plan),
@@ -196,6 +197,7 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
         "alternatives": alternatives,
         "launch": launch_options(plan, row.id),
         "runs": runs,
+        "runs_by_id": {r["id"]: r for r in runs},
         "submissions": submissions,
         "timeline_svg": _timeline(plan),
         "memory_svg": memory_chart_svg(plan.prediction),
@@ -236,6 +238,22 @@ def _alternative_context(
         "memory_svg": memory_chart_svg(alt.prediction),
         "fold_rows": FOLD_ROWS,
     }
+
+
+def measured_points(runs: list[dict[str, Any]]) -> list[Point]:
+    """The measured runs on the trade-off chart: measured step time against the largest peak
+    memory a stage reported."""
+    out = []
+    for r in runs:
+        report = r["report"]
+        peaks = [s.get("peak_memory_bytes") or 0.0 for s in report.get("stages") or ()]
+        step = report.get("step_time_s")
+        if peaks and max(peaks) > 0 and step:
+            label = f"measured run {r['id'][:8]} ({report.get('device', '?')})"
+            out.append(
+                Point(label, float(step), float(max(peaks)), f"#run-{r['id']}", measured=True)
+            )
+    return out
 
 
 def _timeline(plan: Plan) -> str:

@@ -244,3 +244,34 @@ def test_each_alternative_has_a_page_that_evaluates_it(api: Api) -> None:
     assert "step time" in page and 'id="compare"' in page
     n = len(doc["alternatives"])
     assert browser.get(f"/plans/{plan_id}/alternatives/{n}").status_code == 404
+
+
+def test_a_measured_run_shows_beside_its_prediction(api: Api) -> None:
+    request = tiny_request()
+    plan_id = _store(api, request, {"tp": 1, "pp": 2, "dp": 2, "schedule": "1f1b"}, "r")
+    pred = api.client.get(f"/v1/plans/{plan_id}", headers=api.acme).json()["result"]["plan"][
+        "prediction"
+    ]
+    report = {  # measured 1.25 x the predicted step time, 2 GiB peak on a stage
+        "device": "cpu",
+        "backend": "gloo",
+        "world_size": 4,
+        "tp": 1,
+        "pp": 2,
+        "dp": 2,
+        "schedule": "1f1b",
+        "steps": 2,
+        "warmup_steps": 1,
+        "step_times_s": [1.25 * pred["step_time_s"]] * 2,
+        "step_time_s": 1.25 * pred["step_time_s"],
+        "bubble_fraction": 0.3,
+        "stages": [
+            {"stage": s["stage"], "rank": s["rank"], "busy_s": 0.01, "peak_memory_bytes": 2 * 2**30}
+            for s in pred["stages"]
+        ],
+    }
+    r = api.client.post(f"/v1/plans/{plan_id}/runs", json=report, headers=api.acme)
+    assert r.status_code == 201, r.text
+    page = _browser(api, api.acme).get(f"/plans/{plan_id}").text
+    assert "-20.0%" in page  # (predicted - measured) / measured = (1 - 1.25) / 1.25
+    assert "class='measured'" in page and "2.00 GiB" in page  # on the trade-off chart

@@ -32,6 +32,7 @@ from api.store import plans as plan_store
 from api.store.jobs import get_job
 from api.store.keys import Principal
 from api.store.plans import PlanFilters
+from planner.errors import SpecError
 
 router = APIRouter(include_in_schema=False)
 REFRESH_S = 1
@@ -67,9 +68,10 @@ async def submit_form(request: Request, state: StateDep) -> Response:
         return await _render(request, state, principal, form, 422)
     try:
         outcome = await Planner(state).submit(principal, plan_request, wait=False)
-    except ProblemError as exc:
-        planform.place_problem(form, error_document(exc))
-        return await _render(request, state, principal, form, exc.status)
+    except (ProblemError, SpecError) as exc:  # limits, an unknown profile_id, a spec rule
+        problem = error_document(exc)
+        planform.place_problem(form, problem)
+        return await _render(request, state, principal, form, int(problem["status"]))
     if outcome.plan is not None:
         return RedirectResponse(f"/plans/{outcome.plan.id}", status_code=303)
     return RedirectResponse(f"/plans/jobs/{outcome.job_id}", status_code=303)

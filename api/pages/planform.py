@@ -124,6 +124,9 @@ def _model(form: FormState) -> Any:
         except json.JSONDecodeError as exc:
             form.add("model_json", f"malformed JSON at line {exc.lineno} column {exc.colno}")
             return None
+        except RecursionError:
+            form.add("model_json", "the JSON nests too deeply")
+            return None
         if not isinstance(doc, dict):
             form.add("model_json", f"a JSON object is needed, not {type(doc).__name__}")
             return None

@@ -275,3 +275,27 @@ def test_a_measured_run_shows_beside_its_prediction(api: Api) -> None:
     page = _browser(api, api.acme).get(f"/plans/{plan_id}").text
     assert "-20.0%" in page  # (predicted - measured) / measured = (1 - 1.25) / 1.25
     assert "class='measured'" in page and "2.00 GiB" in page  # on the trade-off chart
+
+
+def test_hostile_form_bodies_never_answer_500(api: Api) -> None:
+    browser = _browser(api, api.acme)
+    token = _csrf(browser.get("/plans/new").text)
+    bodies: list[bytes] = [
+        b"",
+        b"\xff\xfe\x00garbage=%ZZ&&&=",
+        f"csrf={token}&model_source=json&model_json=".encode() + b"%5B" * 5000,
+        f"csrf={token}&model_source=json&model_json=%7B%22family%22%3A%22gpt%00%22%7D".encode(),
+        f"csrf={token}&model_source=json&model_json=%7B%22profile_id%22%3A%22nope%22%7D".encode(),
+        f"csrf={token}&model_source=json&model_json=%5B1%5D&num_gpus=1e400".encode(),
+        f"csrf={token}&model_source=preset&preset=gpt-3-175b&gpu=H100&num_gpus=8"
+        "&global_batch_size=8&seq_length=2048&schedules=nope&objective=money".encode(),
+        f"csrf={token}&model_source=banana&num_gpus=-1&seq_length=99999999999".encode(),
+    ]
+    for body in bodies:
+        r = browser.post(
+            "/plans/new",
+            content=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            follow_redirects=False,
+        )
+        assert 400 <= r.status_code < 500 and 'id="plan-form"' in r.text, (body[:80], r.text)

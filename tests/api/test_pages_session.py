@@ -299,3 +299,24 @@ def test_hostile_form_bodies_never_answer_500(api: Api) -> None:
             follow_redirects=False,
         )
         assert 400 <= r.status_code < 500 and 'id="plan-form"' in r.text, (body[:80], r.text)
+
+
+def test_a_feasible_search_shows_its_gap_and_bound(api: Api) -> None:
+    request = tiny_request()
+    result = evaluated_result(request, {"tp": 1, "pp": 2, "dp": 2, "schedule": "1f1b"})
+    result["search"] = {
+        **result["search"],
+        "status": "FEASIBLE",
+        "wall_time_s": 30.2,
+        "time_limit_s": 30.0,
+        "details": {"gap": 0.034, "lower_bound_s": 0.0015},
+    }
+    with session_scope(api.app.state.meshplan.sessions) as session:
+        plan_id = insert_plan(
+            session, tenant="acme", request_hash="q" * 64, request=request, result=result, tags=[]
+        ).id
+    page = _browser(api, api.acme).get(f"/plans/{plan_id}").text
+    assert re.search(r'id="search-status"[^>]*>FEASIBLE \(gap 3\.4%\)', page), page
+    assert re.search(r'id="lower-bound">1\.50 ms<', page)
+    assert re.search(r'id="solve-time">30\.200 s', page)
+    assert 'id="no-alternatives"' in page  # none stored: said, not an empty table

@@ -47,6 +47,7 @@ SORTS = (
     "tokens_per_s",
 )
 FOLD_ROWS = 16  # a stage table longer than this is folded in a <details>
+INLINE_SVG_CHARS = 500_000  # a longer timeline is an <img> of timeline.svg, not inline
 REQUEST_CHARS = 20_000  # the request shown on the page; the JSON link has all of it
 
 
@@ -199,7 +200,7 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
         "runs": runs,
         "runs_by_id": {r["id"]: r for r in runs},
         "submissions": submissions,
-        "timeline_svg": _timeline(plan),
+        "timeline_svg": _timeline(plan, f"/v1/plans/{row.id}/timeline.svg"),
         "memory_svg": memory_chart_svg(plan.prediction),
         "tradeoff_svg": tradeoff_chart_svg(points, plan.prediction.memory_cap_bytes),
         "fold_rows": FOLD_ROWS,
@@ -234,7 +235,7 @@ def _alternative_context(
         "evaluation_error": error,
         "differences": differences(result.plan, alt),
         "knobs": [(label, knob_value(result.plan, a), knob_value(alt, a)) for label, a in KNOBS],
-        "timeline_svg": _timeline(alt),
+        "timeline_svg": _timeline(alt, None),
         "memory_svg": memory_chart_svg(alt.prediction),
         "fold_rows": FOLD_ROWS,
     }
@@ -256,9 +257,19 @@ def measured_points(runs: list[dict[str, Any]]) -> list[Point]:
     return out
 
 
-def _timeline(plan: Plan) -> str:
-    small = plan.num_microbatches * plan.pp * plan.vpp <= MAX_SCHEDULE_ACTIONS
-    return plan_timeline_svg(plan) if small else "<p>(too large to draw)</p>"
+def _timeline(plan: Plan, url: str | None) -> str:
+    """The timeline inline; past INLINE_SVG_CHARS, an <img> of its own URL (when it has one),
+    so the page stays small and the drawing loads (compressed) beside it."""
+    if plan.num_microbatches * plan.pp * plan.vpp > MAX_SCHEDULE_ACTIONS:
+        return "<p>(too large to draw)</p>"
+    svg = plan_timeline_svg(plan)
+    if len(svg) <= INLINE_SVG_CHARS or url is None:
+        return svg
+    return (
+        f"<img src='{url}' alt='pipeline timeline' loading='lazy' style='max-width:100%'>"
+        f"<p class='muted'>({len(svg) / 1e6:.1f} MB of SVG, drawn from "
+        f"<a href='{url}'>timeline.svg</a>)</p>"
+    )
 
 
 def _label(plan: Plan) -> str:

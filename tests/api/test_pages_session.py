@@ -16,6 +16,7 @@ from svc_factories import evaluated_result, tiny_request
 from svc_harness import Api
 
 from api.auth import COOKIE
+from api.pages.views import INLINE_SVG_CHARS
 from api.store.db import session_scope
 from api.store.jobs import claim, finish
 from api.store.plans import insert_plan
@@ -320,3 +321,24 @@ def test_a_feasible_search_shows_its_gap_and_bound(api: Api) -> None:
     assert re.search(r'id="lower-bound">1\.50 ms<', page)
     assert re.search(r'id="solve-time">30\.200 s', page)
     assert 'id="no-alternatives"' in page  # none stored: said, not an empty table
+
+
+def test_a_long_timeline_loads_beside_the_page_not_inside_it(api: Api) -> None:
+    """GPT-3 175B at vpp=12 on 1,024 GPUs: 18,432 pipeline actions."""
+    request = {
+        "model": PRESETS["gpt-3-175b"].model_dump(mode="json"),
+        "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 1024},
+        "training": {"global_batch_size": 1536, "seq_length": 2048},
+    }
+    cand = {"tp": 8, "pp": 8, "dp": 16, "vpp": 12, "schedule": "interleaved-1f1b"}
+    plan_id = _store(api, request, {**cand, "recompute": "full"}, "t")
+    browser = _browser(api, api.acme)
+    page = browser.get(f"/plans/{plan_id}")
+    src = f"/v1/plans/{plan_id}/timeline.svg"
+    assert '<details id="stages-fold"><summary>96 stages' in page.text
+    drawing = browser.get(src)
+    assert drawing.status_code == 200 and drawing.headers["content-type"] == "image/svg+xml"
+    if len(drawing.text) > INLINE_SVG_CHARS:  # the drawing as long as the renderer makes it
+        assert f"<img src='{src}'" in page.text and len(page.content) < 200_000
+    else:
+        assert drawing.text in page.text

@@ -1,9 +1,9 @@
 """`/` and `/plans/new` (the planning form), and `/plans/jobs/{id}` (a search in progress).
 
 The form posts to the same planner as `POST /v1/plans` (`api.planning.Planner`, without
-waiting: the search runs as a job), then redirects to the job's progress page, which refreshes
-itself (a meta refresh; with JavaScript, it polls `/v1/jobs/{id}` in the page session) and
-redirects to the plan page when the search ends.
+waiting: the search runs as a job), then redirects to the job's progress page, which follows the
+search (without JavaScript a meta refresh in <noscript>; with it, a poll of `/v1/jobs/{id}` in
+the page session) and redirects to the plan page when the search ends.
 
 CSRF: the POST is accepted only with the page session's token (`api.auth.csrf_token`, in a
 hidden field of the form the session was served) and, when the browser sends `Origin`, only

@@ -175,7 +175,7 @@ def test_the_progress_page_refreshes_while_running_and_reports_a_failure(api: Ap
     browser = _browser(api, api.acme)
     r = browser.get(f"/plans/jobs/{job.id}")
     assert r.status_code == 200 and r.headers["retry-after"] == "1"
-    assert '<meta http-equiv="refresh" content="1">' in r.text
+    assert '<noscript><meta http-equiv="refresh" content="1"></noscript>' in r.text
     assert f'fetch("/v1/jobs/{job.id}"' in r.text  # with JS: polls the API in the session
     assert browser.get(f"/v1/jobs/{job.id}").json()["status"] == "running"
     assert _browser(api, api.globex).get(f"/plans/jobs/{job.id}").status_code == 404

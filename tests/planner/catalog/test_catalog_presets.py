@@ -49,5 +49,5 @@ def test_every_preset_has_its_published_size() -> None:
 
 
 def test_an_unknown_preset_names_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="unknown model preset 'llama-4'.*llama-3-8b"):
+    with pytest.raises(ValueError, match=r"unknown model preset 'llama-4'.*llama-3-8b"):
         preset("llama-4")

@@ -89,9 +89,10 @@ def page_key(request: Request) -> str | None:
     return auth[7:] if auth.lower().startswith("bearer ") else None
 
 
-def set_page_cookie(response: Response, key: str) -> None:
-    """Keep `key` as the page session (module docstring): HttpOnly, SameSite=Lax, Path=/."""
-    response.set_cookie(COOKIE, key, httponly=True, samesite="lax", path="/")
+def set_page_cookie(response: Response, key: str, *, secure: bool) -> None:
+    """Keep `key` as the page session (module docstring): HttpOnly, SameSite=Lax, Path=/, and
+    Secure when the page was served over HTTPS."""
+    response.set_cookie(COOKIE, key, httponly=True, samesite="lax", path="/", secure=secure)
 
 
 def csrf_token(key: str | None) -> str:

@@ -66,7 +66,7 @@ def page_principal(request: Request) -> Principal | Response:
         query = {k: v for k, v in request.query_params.multi_items() if k != "key"}
         target = request.url.path + ("?" + urlencode(query) if query else "")
         response = RedirectResponse(target, status_code=303)
-        set_page_cookie(response, request.query_params["key"])
+        set_page_cookie(response, request.query_params["key"], secure=request.url.scheme == "https")
         return response
     return principal
 

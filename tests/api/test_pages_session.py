@@ -89,7 +89,10 @@ def test_a_key_in_the_url_becomes_a_lax_httponly_cookie(api: Api) -> None:
     assert r.status_code == 303 and r.headers["location"] == "/plans?tag=x"
     cookie = r.headers["set-cookie"]
     assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "Path=/" in cookie
-    assert "samesite=lax" in cookie.lower()
+    assert "samesite=lax" in cookie.lower() and "secure" not in cookie.lower()  # plain HTTP
+    https = TestClient(api.app, base_url="https://testserver")
+    r = https.get(f"/plans?key={_key(api.acme)}", follow_redirects=False)
+    assert "secure" in r.headers["set-cookie"].lower()
 
 
 def test_the_start_page_offers_the_form_with_the_catalog(api: Api) -> None:

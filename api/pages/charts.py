@@ -158,6 +158,7 @@ class Point:
     href: str | None
     chosen: bool = False
     measured: bool = False  # a measured run of the chosen plan (hollow), not a prediction
+    tag: str = ""  # drawn beside the dot, e.g. '#2' for the alternatives table's row
 
 
 def tradeoff_chart_svg(points: Sequence[Point], cap_bytes: float) -> str:
@@ -238,6 +239,11 @@ def tradeoff_chart_svg(points: Sequence[Point], cap_bytes: float) -> str:
                 f"<circle cx='{px:.1f}' cy='{py:.1f}' r='5' fill='#4c78a8' class='alt'>"
                 f"<title>{escape(tip)}</title></circle>"
             )
+            if p.tag:
+                dot += (
+                    f"<text x='{px + 7:.1f}' y='{py - 6:.1f}' font-size='10' fill='#4c78a8' "
+                    f"class='alt-tag'>{escape(p.tag)}</text>"
+                )
         if p.href and not p.chosen:
             dot = f"<a href={quoteattr(p.href)}>{dot}</a>"
         out.append(dot)

@@ -174,6 +174,7 @@ def _plan_context(state: AppState, tenant: str, plan_id: str) -> dict[str, Any] 
             alt.prediction.step_time_s,
             alt.prediction.peak_memory_bytes,
             f"/plans/{row.id}/alternatives/{i}",
+            tag=f"#{i + 1}",
         )
         for i, alt in enumerate(result.alternatives)
     ]

@@ -129,8 +129,8 @@ def test_clear_of_line_moves_a_label_only_when_it_crosses() -> None:
 
 def test_tradeoff_chart_marks_the_chosen_plan_and_the_cap() -> None:
     points = [
-        Point("a", 3.72, 15.3 * GIB, "/plans/p/alternatives/0"),
-        Point("b", 3.95, 12.1 * GIB, "/plans/p/alternatives/1"),
+        Point("a", 3.72, 15.3 * GIB, "/plans/p/alternatives/0", tag="#1"),
+        Point("b", 3.95, 12.1 * GIB, "/plans/p/alternatives/1", tag="#2"),
         Point("chosen", 3.61, 17.0 * GIB, None, chosen=True),
     ]
     svg = tradeoff_chart_svg(points, 80 * GIB)
@@ -139,6 +139,7 @@ def test_tradeoff_chart_marks_the_chosen_plan_and_the_cap() -> None:
     assert [c.get("class") for c in circles] == ["alt", "alt", "chosen"]
     links = [a.get("href") for a in root.iter("{http://www.w3.org/2000/svg}a")]
     assert links == ["/plans/p/alternatives/0", "/plans/p/alternatives/1"]
+    assert [t for c, _, t in _texts(svg) if c == "alt-tag"] == ["#1", "#2"]  # the table's rows
     xticks = [float(t) for c, _, t in _texts(svg) if c == "xtick"]
     assert xticks[0] <= 12.1 and xticks[-1] >= 80 and _round(xticks[1] - xticks[0])
     cap = next(x for x in root.iter("{http://www.w3.org/2000/svg}line") if x.get("class") == "cap")

@@ -345,3 +345,24 @@ def test_a_long_timeline_loads_beside_the_page_not_inside_it(api: Api) -> None:
         assert f"<img src='{src}'" in page.text and len(page.content) < 200_000
     else:
         assert drawing.text in page.text
+
+
+def test_many_alternatives_are_folded(api: Api) -> None:
+    request = tiny_request()
+    chosen = evaluated_result(request, {"tp": 1, "pp": 2, "dp": 2, "schedule": "1f1b"})
+    others = [
+        evaluated_result(request, c)["plan"]
+        for c in (
+            {"tp": 2, "pp": 2, "dp": 1, "schedule": "gpipe"},
+            {"tp": 1, "pp": 4, "dp": 1, "schedule": "1f1b"},
+            {"tp": 4, "pp": 1, "dp": 1, "schedule": "1f1b"},
+        )
+    ]
+    chosen["alternatives"] = (others * 6)[:17]  # top_k may be up to 50
+    with session_scope(api.app.state.meshplan.sessions) as session:
+        plan_id = insert_plan(
+            session, tenant="acme", request_hash="m" * 64, request=request, result=chosen, tags=[]
+        ).id
+    page = _browser(api, api.acme).get(f"/plans/{plan_id}").text
+    assert '<details id="alternatives-fold"><summary>17 alternatives' in page
+    assert page.count("class='alt'") == 17  # all on the chart, folded or not

@@ -10,12 +10,16 @@ Each preset is a `ModelArch` with the numbers its source publishes:
   Meta-Llama-3-70B and Llama-3.1-405B on huggingface.co (num_hidden_layers, hidden_size,
   num_attention_heads, num_key_value_heads, intermediate_size, vocab_size).
 - `llama-2-7b`: the `config.json` of meta-llama/Llama-2-7b-hf (multi-head attention).
+
+`PRESETS` adds the mixture-of-experts presets of `planner.catalog.models` (Mixtral, Qwen3,
+DeepSeek-V3, GPT-OSS; sources there), which the search refuses until it costs MoE layers.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+from planner.catalog.models import PRESETS as MOE_PRESETS
 from planner.specs.model import ModelArch
 
 
@@ -60,7 +64,8 @@ _ALL: tuple[ModelArch, ...] = (
     _gpt("megatron-gpt-529.6b", 105, 20480, 128),
 )
 
-PRESETS: MappingProxyType[str, ModelArch] = MappingProxyType({m.name: m for m in _ALL})
+DENSE: MappingProxyType[str, ModelArch] = MappingProxyType({m.name: m for m in _ALL})
+PRESETS: MappingProxyType[str, ModelArch] = MappingProxyType({**DENSE, **MOE_PRESETS})
 
 
 def preset(name: str) -> ModelArch:

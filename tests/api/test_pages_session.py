@@ -366,3 +366,19 @@ def test_many_alternatives_are_folded(api: Api) -> None:
     page = _browser(api, api.acme).get(f"/plans/{plan_id}").text
     assert '<details id="alternatives-fold"><summary>17 alternatives' in page
     assert page.count("class='alt'") == 17  # all on the chart, folded or not
+
+
+def test_an_moe_preset_is_offered_and_its_refusal_shown(api: Api) -> None:
+    """The MoE presets are listed; the search refuses them (not costed yet), and the page
+    says why instead of failing."""
+    browser = _browser(api, api.acme)
+    assert '<option value="mixtral-8x7b"' in browser.get("/plans/new").text
+    fields = {"model_source": "preset", "preset": "mixtral-8x7b", "num_gpus": "8"}
+    r = browser.post("/plans/new", data=_form(browser, **fields, gpus_per_node="8"))
+    deadline = time.monotonic() + 60
+    while 'id="job-title">Searching' in r.text and time.monotonic() < deadline:
+        time.sleep(0.2)
+        r = browser.get(str(r.url))
+    assert r.status_code < 500
+    text = html.unescape(r.text)
+    assert "not yet costed" in text, text[-2000:]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.catalog.presets import PRESETS, preset
+from planner.catalog.models import PRESETS as MOE_PRESETS
+from planner.catalog.presets import DENSE, PRESETS, preset
 from planner.specs.model import ModelArch
 
 # billions of parameters as published: the counts huggingface.co shows for the meta-llama
@@ -41,10 +42,12 @@ def parameters(m: ModelArch, seq_length: int = 2048) -> float:
 
 
 def test_every_preset_has_its_published_size() -> None:
-    assert set(PRESETS) == set(PUBLISHED_B)
+    assert set(DENSE) == set(PUBLISHED_B)
+    assert set(PRESETS) == set(DENSE) | set(MOE_PRESETS)  # the form lists both
+    assert all(m.is_plain for m in DENSE.values())
     for name, printed in PUBLISHED_B.items():
         decimals = len(printed.partition(".")[2])
-        got = parameters(PRESETS[name]) / 1e9
+        got = parameters(DENSE[name]) / 1e9
         assert abs(got - float(printed)) <= 10.0**-decimals, (name, got, printed)
 
 

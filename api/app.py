@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.gzip import GZipMiddleware
 
 from api import openapi_fixes, problems
 from api.lifecycle import build_state, start, stop
@@ -48,6 +49,7 @@ def create_app(
     )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(GZipMiddleware, minimum_size=1000)  # gzip when the client accepts it
     _with_problem_schema(app)
     return app
 

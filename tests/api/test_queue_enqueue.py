@@ -4,10 +4,12 @@ SQLite keeps the in-process pool."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from svc_harness import make_settings, new_key
 
 from api.app import create_app
 from api.settings import Settings
+from api.store import jobs as job_store
+from api.store.db import session_scope
 
 ASYNC = {"Prefer": "respond-async"}
 
@@ -112,3 +116,47 @@ def test_worker_refuses_sqlite(tmp_path: Path) -> None:
     assert run.returncode == 2, run.stderr
     assert "needs PostgreSQL" in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The fields of planner.search.SearchProgress (what a search reports)."""
+
+    fraction: float
+    settled: int
+    total: int
+    incumbent_s: float
+    lower_bound_s: float
+    gap: float
+    elapsed_s: float
+
+
+@pytest.mark.postgres
+def test_job_reports_search_progress(pg_url: str) -> None:
+    app = create_app(queue_settings(pg_url))
+    with TestClient(app) as client:
+        key = new_key(client, "acme")
+        job_id = client.post("/v1/plans", json=tiny_request(), headers={**key, **ASYNC}).json()[
+            "id"
+        ]
+        sessions = app.state.meshplan.sessions
+        with session_scope(sessions) as session:  # before the first incumbent: gap infinite
+            job_store.set_progress(
+                session,
+                job_id=job_id,
+                fraction=Progress(0.25, 3, 12, math.inf, 1.5, math.inf, 0.4),
+            )
+        job = client.get(f"/v1/jobs/{job_id}", headers=key).json()
+        assert job["progress"] == 0.25
+        assert job["progress_detail"] == {
+            "settled": 3,
+            "total": 12,
+            "incumbent_s": None,
+            "lower_bound_s": 1.5,
+            "gap": None,
+            "elapsed_s": 0.4,
+        }
+        with session_scope(sessions) as session:  # a bare fraction keeps the last detail
+            job_store.set_progress(session, job_id=job_id, fraction=1.7)
+        job = client.get(f"/v1/jobs/{job_id}", headers=key).json()
+        assert job["progress"] == 1.0 and job["progress_detail"]["settled"] == 3

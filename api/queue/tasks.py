@@ -19,7 +19,7 @@ from typing import Any
 import procrastinate
 from procrastinate import exceptions as pexc
 from procrastinate import jobs as pjobs
-from procrastinate.job_context import JobContext
+from procrastinate.job_context import AbortReason, JobContext
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.metrics import Metrics
@@ -85,9 +85,13 @@ class QueueTasks:
             self.running.add(task_id)
         try:
             return self._search(context, job_id, tenant, request_hash, document, force)
-        except BaseException:
-            # no run follows the last one: its job must not stay running (and hold its key)
-            if context.job.attempts + 1 >= self.settings.queue_max_attempts:
+        except BaseException as exc:
+            # no run follows the last one, nor one aborted on request (not at shutdown): its
+            # job must not stay running (and hold its in-flight key)
+            requested = (
+                isinstance(exc, pexc.JobAborted) and context.abort_reason() != AbortReason.SHUTDOWN
+            )
+            if requested or context.job.attempts + 1 >= self.settings.queue_max_attempts:
                 self._abandon({"job_id": job_id}, context.job.attempts + 1)
             raise
         finally:

@@ -37,6 +37,7 @@ log = logging.getLogger("meshplan.queue")
 FETCH_POLL_S = 1.0  # a worker also polls for due tasks (retries) this often, besides NOTIFY
 REQUEUE_MARGIN_S = 2.0  # after the grace period, how long a search gets to stop on its own
 EXIT_REQUEUED = 75  # EX_TEMPFAIL: the worker stopped with searches handed back to the queue
+RESTART_S = 1.0  # a worker that stopped on its own (database outage) starts again this later
 
 
 def worker_options(settings: Settings, concurrency: int, name: str) -> dict[str, Any]:
@@ -82,6 +83,37 @@ async def _work(app: procrastinate.App, options: dict[str, Any]) -> None:
             await app.run_worker_async(**options)
 
 
+class _Supervisor:
+    """Keeps a worker running: procrastinate stops a worker whose heartbeat or listener
+    fails (the database went away); this starts it again RESTART_S later, until `stop()`.
+    Its searches of that moment are retried as stalled once the database is back."""
+
+    def __init__(self, app: procrastinate.App, options: dict[str, Any]) -> None:
+        self.app = app
+        self.options = options
+        self.stopping = False
+        self._current: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        while not self.stopping:
+            self._current = asyncio.create_task(_work(self.app, self.options))
+            try:
+                await self._current
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("queue worker failed")
+            if not self.stopping:
+                log.warning("queue worker stopped on its own: starting again in %s s", RESTART_S)
+                await asyncio.sleep(RESTART_S)
+
+    def stop(self) -> None:
+        """From the supervisor's loop: no new tasks; running ones get the grace period."""
+        self.stopping = True
+        if self._current is not None:
+            self._current.cancel()
+
+
 def run_process(
     settings: Settings, *, concurrency: int, name: str, on_stop: Callable[[list[int]], None]
 ) -> int:
@@ -94,9 +126,10 @@ def run_process(
     tasks = QueueTasks(app, sessions, settings, Metrics(), poller)
     options = worker_options(settings, concurrency, name)
 
+    supervisor = _Supervisor(app, options)
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        work = asyncio.create_task(_work(app, options))
 
         def hard_stop() -> None:
             moved = requeue(settings.database_url, set(tasks.running))
@@ -105,17 +138,15 @@ def run_process(
             os._exit(EXIT_REQUEUED)  # the search threads cannot be stopped any other way
 
         def on_signal(signum: int) -> None:
-            if work.done() or getattr(on_signal, "seen", False):
+            if supervisor.stopping:
                 return
-            on_signal.seen = True  # type: ignore[attr-defined]
             log.info("signal %d: no new tasks; %d running", signum, len(tasks.running))
-            work.cancel()
+            supervisor.stop()
             loop.call_later(settings.worker_shutdown_grace_s + REQUEUE_MARGIN_S, hard_stop)
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
-        with contextlib.suppress(asyncio.CancelledError):
-            await work
+        await supervisor.run()
 
     try:
         asyncio.run(main())
@@ -133,7 +164,7 @@ class EmbeddedWorker:
         self.tasks = tasks
         self.options = worker_options(settings, concurrency, f"api:{default_name()}")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._work: asyncio.Task[None] | None = None
+        self._supervisor = _Supervisor(tasks.app, self.options)
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -145,10 +176,8 @@ class EmbeddedWorker:
     def _run(self) -> None:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
-            self._work = asyncio.create_task(_work(self.tasks.app, self.options))
             self._ready.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._work
+            await self._supervisor.run()
 
         try:
             asyncio.run(main())
@@ -161,8 +190,8 @@ class EmbeddedWorker:
         """Stop within the grace period plus REQUEUE_MARGIN_S; returns the re-queued ids."""
         if self._thread is None:
             return []
-        if self._loop is not None and self._work is not None:
-            self._loop.call_soon_threadsafe(self._work.cancel)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._supervisor.stop)
         self._thread.join(self.settings.worker_shutdown_grace_s + REQUEUE_MARGIN_S)
         moved: list[int] = []
         if self._thread.is_alive() and self.tasks.running:

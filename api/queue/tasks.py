@@ -19,6 +19,7 @@ from typing import Any
 import procrastinate
 from procrastinate import exceptions as pexc
 from procrastinate import jobs as pjobs
+from procrastinate import sql as psql
 from procrastinate.job_context import AbortReason, JobContext
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -174,13 +175,28 @@ class QueueTasks:
     # --- the sweep and the poll ----------------------------------------------------------
 
     async def retry_stalled(self, timestamp: int) -> None:
-        """Retry the searches of workers silent for `queue_stalled_after_s` (presumed dead);
-        a search that has had all its runs ends its job with a 503 problem."""
+        """Retry the searches of workers silent for `queue_stalled_after_s` (presumed dead),
+        and those started longer ago than any search may run (`max_time_limit_s` plus
+        `queue_stalled_after_s`: a task whose end a live worker could not record, the
+        database being away at that moment); a search that has had all its runs ends its
+        job with a 503 problem."""
         del timestamp
-        stalled = await self.app.job_manager.get_stalled_jobs(
-            task_name=SEARCH_TASK, seconds_since_heartbeat=self.settings.queue_stalled_after_s
+        stalled = {
+            job.id: job
+            for job in await self.app.job_manager.get_stalled_jobs(
+                task_name=SEARCH_TASK,
+                seconds_since_heartbeat=self.settings.queue_stalled_after_s,
+            )
+        }
+        overdue = await self.app.connector.execute_query_all_async(
+            query=psql.queries["select_stalled_jobs_by_started"],
+            nb_seconds=int(self.settings.max_time_limit_s + self.settings.queue_stalled_after_s),
+            queue=None,
+            task_name=SEARCH_TASK,
         )
-        for job in stalled:
+        for row in overdue:
+            stalled.setdefault(row["id"], pjobs.Job.from_row(row))
+        for job in stalled.values():
             if job.attempts + 1 >= self.settings.queue_max_attempts:
                 log.error("search task %s stalled on its last run: job abandoned", job.id)
                 await self.app.job_manager.finish_job(

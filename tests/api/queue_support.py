@@ -61,10 +61,14 @@ def start_worker(url: str, *, concurrency: int = 1, **env: str) -> subprocess.Po
     return proc
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
+def stop(proc: subprocess.Popen[str]) -> str:
+    """Kill the worker if it still runs; its stderr (the log)."""
     if proc.poll() is None:
         proc.kill()
-    proc.communicate(timeout=30)
+    try:
+        return proc.communicate(timeout=30)[1] or ""
+    except ValueError:  # already read to the end
+        return ""
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 60.0) -> float:

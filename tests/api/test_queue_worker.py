@@ -241,3 +241,80 @@ def _any_doing(url: str) -> bool:
         "WHERE task_name = 'meshplan.search' AND status = 'doing'",
     )
     return bool(rows[0][0])
+
+
+@pytest.mark.slow
+def test_worker_survives_losing_its_connections(pg_url: str) -> None:
+    """The server ends every connection of the worker (as a database restart does): the worker
+    goes on (new connections) and runs the next request."""
+    worker = start_worker(pg_url)
+    try:
+        name = pg_url.rsplit("/", 1)[1]
+        wait_for("the worker to register", lambda: _workers(pg_url) == 1, 30)
+        query(
+            pg_url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            name,
+        )
+        with TestClient(create_app(queue_settings(pg_url, migrate_on_start=False))) as client:
+            key = new_key(client, "acme")
+            r = client.post("/v1/plans", json=tiny_request(), headers=key)
+            assert r.status_code == 201, r.text
+        assert worker.poll() is None
+    finally:
+        stop(worker)
+
+
+def _workers(url: str) -> int:
+    return int(query(url, "SELECT count(*) FROM procrastinate_workers")[0][0])
+
+
+@pytest.mark.slow
+def test_task_whose_end_was_not_recorded_is_retried(pg_url: str) -> None:
+    """A task left 'doing' under a worker that is alive (its end could not be recorded) is
+    retried once it is older than any search may run."""
+    with TestClient(create_app(queue_settings(pg_url))) as client:
+        key = new_key(client, "acme")
+        r = client.post("/v1/plans", json=tiny_request(), headers={**key, **ASYNC})
+        job_id = r.json()["id"]
+    ((task_id,),) = query(
+        pg_url, "SELECT id FROM procrastinate_jobs WHERE args->>'job_id' = %s", job_id
+    )
+    ((alive,),) = query(pg_url, "INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id")
+    query(
+        pg_url,
+        "UPDATE procrastinate_jobs SET status = 'doing', worker_id = %s WHERE id = %s",
+        alive,
+        task_id,
+    )
+    query(
+        pg_url,
+        "INSERT INTO procrastinate_events (job_id, type, at) "
+        "VALUES (%s, 'started', now() - interval '1 hour')",
+        task_id,
+    )
+    beating = threading.Event()
+
+    def heartbeat() -> None:  # the other worker stays alive throughout
+        while not beating.wait(0.2):
+            query(
+                pg_url,
+                "UPDATE procrastinate_workers SET last_heartbeat = now() WHERE id = %s",
+                alive,
+            )
+
+    beat = threading.Thread(target=heartbeat, daemon=True)
+    beat.start()
+    worker = start_worker(pg_url, MESHPLAN_MAX_TIME_LIMIT_S="5")
+    try:
+        wait_for(
+            "the overdue task to be retried and run",
+            lambda: job_row(pg_url, job_id)[0] != "running",
+            30,
+        )
+        assert job_row(pg_url, job_id)[0] == "succeeded"
+    finally:
+        beating.set()
+        beat.join(5)
+        stop(worker)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.submit.config import SubmitConfig
@@ -113,22 +113,29 @@ class Settings(BaseSettings):
     def queue_enabled(self) -> bool:
         """Whether searches go through the procrastinate queue (PostgreSQL only)."""
         postgres = self.database_url.startswith("postgresql")
-        if self.search_queue == "procrastinate" and not postgres:
-            raise ValueError(
-                f"MESHPLAN_SEARCH_QUEUE=procrastinate needs PostgreSQL, "
-                f"got database_url {self.database_url.split(':', 1)[0]!r}"
-            )
         return self.search_queue == "procrastinate" or (self.search_queue == "auto" and postgres)
 
-    @model_validator(mode="after")
-    def _queue_timing(self) -> Settings:
-        if self.queue_stalled_after_s <= self.queue_heartbeat_s:
+    @field_validator("search_queue")
+    @classmethod
+    def _queue_needs_postgres(cls, v: str, info: ValidationInfo) -> str:
+        url = str(info.data.get("database_url", ""))
+        if v == "procrastinate" and not url.startswith("postgresql"):
             raise ValueError(
-                f"MESHPLAN_QUEUE_STALLED_AFTER_S ({self.queue_stalled_after_s}) must exceed "
-                f"MESHPLAN_QUEUE_HEARTBEAT_S ({self.queue_heartbeat_s})"
+                f"MESHPLAN_SEARCH_QUEUE=procrastinate needs PostgreSQL, "
+                f"got a {url.split(':', 1)[0]!r} MESHPLAN_DATABASE_URL"
             )
-        self.queue_enabled()
-        return self
+        return v
+
+    @field_validator("queue_stalled_after_s")
+    @classmethod
+    def _stalled_after_heartbeat(cls, v: float, info: ValidationInfo) -> float:
+        heartbeat = info.data.get("queue_heartbeat_s")
+        if heartbeat is not None and v <= heartbeat:
+            raise ValueError(
+                f"MESHPLAN_QUEUE_STALLED_AFTER_S ({v}) must exceed "
+                f"MESHPLAN_QUEUE_HEARTBEAT_S ({heartbeat})"
+            )
+        return v
 
     @field_validator("submit")
     @classmethod

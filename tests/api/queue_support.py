@@ -8,6 +8,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,29 +47,47 @@ def query(url: str, sql: str, *args: object) -> list[tuple[Any, ...]]:
 
 
 def start_worker(url: str, *, concurrency: int = 1, **env: str) -> subprocess.Popen[str]:
-    """`meshplan worker --json`, returned once it printed its start line."""
+    """`meshplan worker --json`, returned once it printed its start line. Its log goes to a
+    file (`log_of`): a pipe nobody reads would block a worker that logs a lot."""
+    # closed (and removed) by stop()
+    log = tempfile.NamedTemporaryFile("w+", prefix="meshplan-worker-", suffix=".log")  # noqa: SIM115
     proc = subprocess.Popen(
         [*MESHPLAN, "worker", "--json", "--concurrency", str(concurrency)],
         env={**os.environ, **QUEUE_ENV, "MESHPLAN_DATABASE_URL": url, **env},
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=log,
         text=True,
     )
+    _LOGS[proc.pid] = log
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line, f"worker did not start: {proc.stderr.read() if proc.stderr else ''}"
+    assert line, f"worker did not start: {log_of(proc)}"
     assert json.loads(line)["event"] == "started"
     return proc
 
 
+_LOGS: dict[int, Any] = {}
+
+
+def log_of(proc: subprocess.Popen[str]) -> str:
+    """What the worker has logged so far."""
+    log = _LOGS[proc.pid]
+    log.flush()
+    with open(log.name, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
 def stop(proc: subprocess.Popen[str]) -> str:
-    """Kill the worker if it still runs; its stderr (the log)."""
+    """Kill the worker if it still runs; its log."""
     if proc.poll() is None:
         proc.kill()
     try:
-        return proc.communicate(timeout=30)[1] or ""
-    except ValueError:  # already read to the end
-        return ""
+        proc.communicate(timeout=30)
+    except ValueError:  # stdout already read to the end
+        proc.wait(30)
+    text = log_of(proc)
+    _LOGS.pop(proc.pid).close()
+    return text
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 60.0) -> float:

@@ -22,6 +22,7 @@ from queue_support import (
     QUEUE_ENV,
     fresh_database,
     job_row,
+    log_of,
     query,
     queue_settings,
     slow_request,
@@ -134,8 +135,8 @@ def test_sigterm_lets_the_running_search_finish(pg_url: str) -> None:
             job_id = r.json()["id"]
             wait_for("the worker to take the task", lambda: _doing(pg_url, job_id), 30)
             worker.send_signal(signal.SIGTERM)
-            out, err = worker.communicate(timeout=30 + REQUEUE_MARGIN_S + 10)
-            assert worker.returncode == 0, err[-2000:]
+            out, _ = worker.communicate(timeout=30 + REQUEUE_MARGIN_S + 10)
+            assert worker.returncode == 0, log_of(worker)[-2000:]
             assert json.loads(out.splitlines()[-1]) == {
                 "event": "stopped",
                 "name": json.loads(out.splitlines()[0])["name"],
@@ -317,4 +318,30 @@ def test_task_whose_end_was_not_recorded_is_retried(pg_url: str) -> None:
     finally:
         beating.set()
         beat.join(5)
+        stop(worker)
+
+
+@pytest.mark.slow
+def test_worker_started_again_after_procrastinate_stops_it(pg_url: str) -> None:
+    """A failing heartbeat makes procrastinate stop the worker; the process starts it again
+    and, once the database behaves, runs requests."""
+    worker = start_worker(pg_url)
+    heartbeat = "procrastinate_update_heartbeat_v1(bigint)"
+    try:
+        wait_for("the worker to register", lambda: _workers(pg_url) >= 1, 30)
+        query(pg_url, f"ALTER FUNCTION {heartbeat} RENAME TO procrastinate_heartbeat_away")
+        try:
+            wait_for("a restart", lambda: "starting again" in log_of(worker), 30)
+        finally:
+            query(
+                pg_url,
+                "ALTER FUNCTION procrastinate_heartbeat_away(bigint) "
+                "RENAME TO procrastinate_update_heartbeat_v1",
+            )
+        with TestClient(create_app(queue_settings(pg_url, migrate_on_start=False))) as client:
+            key = new_key(client, "acme")
+            r = client.post("/v1/plans", json=tiny_request(), headers=key)
+            assert r.status_code == 201, r.text
+        assert worker.poll() is None
+    finally:
         stop(worker)

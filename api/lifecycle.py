@@ -43,8 +43,10 @@ def build_state(settings: Settings, submitters: Mapping[str, Submitter] | None =
     )
     if settings.queue_enabled():
         from api.queue.app import build_app
+        from api.queue.depth import QueueDepth
 
         state.queue = build_app(settings.database_url)
+        state.metrics.registry.register(QueueDepth(engine))
         if settings.with_worker:
             from api.queue.tasks import QueueTasks
             from api.queue.worker import EmbeddedWorker

@@ -41,6 +41,9 @@ def test_acknowledged_request_has_its_task(pg_url: str) -> None:
         job_id = r.json()["id"]
         assert task_status(pg_url, job_id) == [("todo", 0)]
         assert job_row(pg_url, job_id)[0] == "running"
+        metrics = client.get("/metrics").text
+        assert 'meshplan_queue_searches{status="todo"} 1.0' in metrics
+        assert 'meshplan_queue_searches{status="doing"} 0.0' in metrics
         poll = client.get(f"/v1/jobs/{job_id}", headers=key)
         assert poll.status_code == 200 and poll.json()["status"] == "running"
         assert poll.headers["Retry-After"] == "1"

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import procrastinate
@@ -21,6 +22,7 @@ from procrastinate import exceptions as pexc
 from procrastinate import jobs as pjobs
 from procrastinate import sql as psql
 from procrastinate.job_context import AbortReason, JobContext
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.metrics import Metrics
@@ -36,6 +38,8 @@ from planner.specs import PlanRequest
 log = logging.getLogger("meshplan.queue")
 
 PROGRESS_EVERY_S = 0.5  # at most one progress write per job this often
+PERSIST_FIRST_WAIT_S = 0.5  # storing a result while the database is away: first wait ...
+PERSIST_MAX_WAIT_S = 5.0  # ... doubling up to this
 
 
 class QueueTasks:
@@ -121,6 +125,17 @@ class QueueTasks:
             with session_scope(self.sessions) as session:
                 job_store.finish(session, job_id=job_id, plan_id=cached.id)
             return f"job {job_id}: cached plan {cached.id}"
+        return self._run(context, job_id, tenant, request_hash, document)
+
+    def _run(
+        self,
+        context: JobContext,
+        job_id: str,
+        tenant: str,
+        request_hash: str,
+        document: dict[str, Any],
+    ) -> str:
+        """Search, then store the plan and finish the job (or finish it with the problem)."""
         self.metrics.searches.inc()
         start = time.perf_counter()
         try:
@@ -134,11 +149,16 @@ class QueueTasks:
             raise  # shutdown: procrastinate re-queues it
         except Exception as exc:  # the search's own verdict: the job ends with it
             self.metrics.search_seconds.labels(type(exc).__name__).observe(0)
-            with session_scope(self.sessions) as session:
-                job_store.finish(session, job_id=job_id, error=error_document(exc))
-            return f"job {job_id} failed: {type(exc).__name__}"
+            problem, kind = error_document(exc), type(exc).__name__
+
+            def record(session: Session) -> str:
+                job_store.finish(session, job_id=job_id, error=problem)
+                return f"job {job_id} failed: {kind}"
+
+            return self._persist(record)
         self.metrics.search_seconds.labels("ok").observe(time.perf_counter() - start)
-        with session_scope(self.sessions) as session:
+
+        def store(session: Session) -> str:
             if job_store.lock_running(session, job_id=job_id) is None:
                 return f"job {job_id} finished by another run"  # nothing stored twice
             row = plan_store.insert_plan(
@@ -150,7 +170,27 @@ class QueueTasks:
                 tags=list(request.tags),
             )
             job_store.finish(session, job_id=job_id, plan_id=row.id)
-        return f"job {job_id}: plan {row.id}"
+            return f"job {job_id}: plan {row.id}"
+
+        return self._persist(store)
+
+    def _persist(self, write: Callable[[Session], str]) -> str:
+        """Run `write` in a transaction; while the database cannot be reached, try again
+        (waits doubling from PERSIST_FIRST_WAIT_S to PERSIST_MAX_WAIT_S) for up to
+        `queue_stalled_after_s`, so that a search outlives a short outage with its result.
+        After that the error propagates and procrastinate retries the task."""
+        deadline = time.monotonic() + self.settings.queue_stalled_after_s
+        wait = PERSIST_FIRST_WAIT_S
+        while True:
+            try:
+                with session_scope(self.sessions) as session:
+                    return write(session)
+            except (OperationalError, InterfaceError):
+                if time.monotonic() + wait > deadline:
+                    raise
+                log.warning("database unreachable while storing a result: again in %.1f s", wait)
+                time.sleep(wait)
+                wait = min(PERSIST_MAX_WAIT_S, 2 * wait)
 
     def _progress(self, job_id: str, context: JobContext) -> Callable[[Any], None]:
         """The search's on_progress: record it on the job (at most every PROGRESS_EVERY_S);
@@ -176,10 +216,9 @@ class QueueTasks:
 
     async def retry_stalled(self, timestamp: int) -> None:
         """Retry the searches of workers silent for `queue_stalled_after_s` (presumed dead),
-        and those started longer ago than any search may run (`max_time_limit_s` plus
-        `queue_stalled_after_s`: a task whose end a live worker could not record, the
-        database being away at that moment); a search that has had all its runs ends its
-        job with a 503 problem."""
+        and those running longer than their search may (`_longest_run_s`: a task whose end a
+        live worker could not record, the database being away at that moment); a search
+        that has had all its runs ends its job with a 503 problem."""
         del timestamp
         stalled = {
             job.id: job
@@ -188,14 +227,17 @@ class QueueTasks:
                 seconds_since_heartbeat=self.settings.queue_stalled_after_s,
             )
         }
-        overdue = await self.app.connector.execute_query_all_async(
+        running = await self.app.connector.execute_query_all_async(
             query=psql.queries["select_stalled_jobs_by_started"],
-            nb_seconds=int(self.settings.max_time_limit_s + self.settings.queue_stalled_after_s),
+            nb_seconds=int(self.settings.queue_stalled_after_s),
             queue=None,
             task_name=SEARCH_TASK,
         )
-        for row in overdue:
-            stalled.setdefault(row["id"], pjobs.Job.from_row(row))
+        now = datetime.now(UTC)
+        for row in running:
+            allowed = self._longest_run_s(row["args"])
+            if (now - row["started_at"]).total_seconds() > allowed:
+                stalled.setdefault(row["id"], pjobs.Job.from_row(row))
         for job in stalled.values():
             if job.attempts + 1 >= self.settings.queue_max_attempts:
                 log.error("search task %s stalled on its last run: job abandoned", job.id)
@@ -210,6 +252,16 @@ class QueueTasks:
             except pexc.ConnectorException:  # another sweep or the worker moved it first
                 log.info("search task %s was no longer running", job.id)
         await self.app.job_manager.prune_stalled_workers(self.settings.queue_stalled_after_s)
+
+    def _longest_run_s(self, args: dict[str, Any]) -> float:
+        """How long a run of this search task may take: its time limit (capped by
+        `max_time_limit_s`; the search keeps to it) plus `queue_stalled_after_s` for storing
+        the plan under a slow database."""
+        try:
+            limit = float(args["document"]["search"]["time_limit_s"])
+        except (KeyError, TypeError, ValueError):
+            limit = self.settings.max_time_limit_s
+        return min(limit, self.settings.max_time_limit_s) + self.settings.queue_stalled_after_s
 
     def _abandon(self, kwargs: dict[str, Any], runs: int) -> None:
         job_id = str(kwargs.get("job_id"))

@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from queue_support import (
     MESHPLAN,
+    PG_ADMIN,
     QUEUE_ENV,
     fresh_database,
     job_row,
@@ -345,3 +347,37 @@ def test_worker_started_again_after_procrastinate_stops_it(pg_url: str) -> None:
         assert worker.poll() is None
     finally:
         stop(worker)
+
+
+@pytest.mark.slow
+def test_search_outlives_a_database_outage(pg_url: str) -> None:
+    """The database refuses every connection while a search runs and when it ends: the
+    worker stores the plan once the database is back (one plan, the job succeeded)."""
+    name = pg_url.rsplit("/", 1)[1]
+    worker = start_worker(pg_url, MESHPLAN_QUEUE_STALLED_AFTER_S="30")
+    try:
+        with TestClient(create_app(queue_settings(pg_url, migrate_on_start=False))) as client:
+            key = new_key(client, "acme")
+            r = client.post("/v1/plans", json=slow_request(6), headers={**key, **ASYNC})
+            job_id = r.json()["id"]
+            wait_for("the worker to take the task", lambda: _doing(pg_url, job_id), 30)
+            try:
+                _admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+                _admin(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    name,
+                )
+                time.sleep(9)  # the search (6 s limit) ends during the outage
+            finally:
+                _admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+        wait_for("the plan", lambda: job_row(pg_url, job_id)[0] != "running", 40)
+        assert job_row(pg_url, job_id)[0] == "succeeded"
+        assert _plans(pg_url, _hash(pg_url, job_id)) == 1
+        assert "database unreachable while storing a result" in log_of(worker)
+    finally:
+        stop(worker)
+
+
+def _admin(sql: str, *args: object) -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as c:
+        c.execute(sql, args)  # type: ignore[call-overload]

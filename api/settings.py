@@ -41,6 +41,27 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="upper bound on any search's time limit"
     )
     migrate_on_start: bool = True
+    # rate limits and idempotency keys (docs/service.md, "Rate limits" and "Idempotency")
+    rate_limit_per_s: float = Field(
+        default=20.0,
+        ge=0,
+        le=1e6,
+        description="requests a second one API key may send to one API process; 0: no limit "
+        "(--dev-open also turns the limit off)",
+    )
+    rate_limit_burst: int = Field(
+        default=40, gt=0, le=1_000_000, description="requests a key may send at once"
+    )
+    idempotency_ttl_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        le=365 * 86_400.0,
+        description="an Idempotency-Key is remembered this long after its first use; then it "
+        "is free again and its stored response is purged",
+    )
+    idempotency_purge_interval_s: float = Field(
+        default=60.0, gt=0, description="how often an API process deletes expired keys"
+    )
     db_pool_size: int = Field(default=10, gt=0)
 
     # the search queue and its workers (docs/service.md, "Queue and workers")

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
-from api.idempotent import replay_or_refuse
+from api.idempotent import expiry_of, replay_or_refuse
 from api.planning import Outcome, Planner, error_document
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError, field_problem
@@ -68,6 +68,7 @@ async def create_plan(
         key=idempotency_key,
         fingerprint=body_fingerprint(body),
         stale_after_s=state.settings.max_time_limit_s + 60.0,
+        expiry=expiry_of(state.settings),
     )
     replayed = replay_or_refuse(claim)
     if replayed is not None:

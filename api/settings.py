@@ -84,7 +84,7 @@ class Settings(BaseSettings):
         "this long to finish; those still running are then re-queued for another worker",
     )
     api_shutdown_grace_s: float = Field(
-        default=60.0,
+        default=30.0,
         gt=0,
         description="after SIGTERM the API answers no new connection and gives in-flight "
         "requests this long to finish",

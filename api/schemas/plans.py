@@ -76,12 +76,26 @@ class PlanListPublic(BaseModel):
     next_page_token: str | None = Field(description="pass as page_token for the next page")
 
 
+class SearchProgressPublic(BaseModel):
+    """A running search's latest progress report (planner.search.SearchProgress)."""
+
+    settled: int | None = Field(default=None, description="configurations decided so far")
+    total: int | None = Field(default=None, description="configurations to decide")
+    incumbent_s: float | None = Field(default=None, description="best step time found, s")
+    lower_bound_s: float | None = Field(default=None, description="proven lower bound, s")
+    gap: float | None = Field(default=None, description="(incumbent - bound) / incumbent")
+    elapsed_s: float | None = Field(default=None, description="search time so far, s")
+
+
 class JobPublic(BaseModel):
     """A search started with `Prefer: respond-async`; poll until `status` is not running."""
 
     id: str
     status: Literal["running", "succeeded", "failed"]
     progress: float = Field(ge=0, le=1, description="fraction of configurations searched")
+    progress_detail: SearchProgressPublic | None = Field(
+        default=None, description="the search's latest progress report, once it sent one"
+    )
     created_at: datetime
     finished_at: datetime | None = None
     plan_id: str | None = None

@@ -142,6 +142,8 @@ class JobRow(Base):
     plan_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     progress: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # the search's latest SearchProgress (settled, total, incumbent_s, lower_bound_s, gap, ...)
+    progress_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
 

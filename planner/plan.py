@@ -122,6 +122,11 @@ class Plan(Frozen):
         exclude_if=_is_one,
         description="context parallel: each rank holds 2 of the 2 cp chunks of every sequence",
     )
+    cp_comm: Literal["p2p", "all_gather"] = Field(
+        default="p2p",
+        exclude_if=lambda v: v == "p2p",
+        description="how cp ranks exchange K/V: a ring of p2p sends, or an all-gather",
+    )
     ep: int = Field(
         default=1,
         ge=1,

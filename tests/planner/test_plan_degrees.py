@@ -68,3 +68,12 @@ def test_cp_splits_the_sequence_into_2cp_chunks() -> None:
     ):
         make_plan(cp=3)
     assert make_plan(cp=4, seq=4096).cp == 4
+
+
+def test_cp_comm_is_written_only_when_not_the_ring() -> None:
+    plan = make_plan(cp=2)
+    assert "cp_comm" not in json.loads(plan.model_dump_json())
+    gathered = plan.model_copy(update={"cp_comm": "all_gather"})
+    doc = json.loads(gathered.model_dump_json())
+    assert doc["cp_comm"] == "all_gather"
+    assert Plan.model_validate(doc).cp_comm == "all_gather"

@@ -35,9 +35,10 @@ def unsupported(v: LaunchView) -> list[str]:
             "settings (not checked against its parser)"
         )
     if v.ep > 1 and v.tp > 1 and not v.sequence_parallel:
-        # megatron-core TransformerConfig.__post_init__
+        # megatron-core ModelParallelConfig.__post_init__: a ValueError at 0.12, a warning
+        # ("... must be used") at 0.16
         reasons.append(
-            f"ep={v.ep} with tp={v.tp} needs sequence_parallel (Megatron-Core: 'When using "
+            f"ep={v.ep} with tp={v.tp} needs sequence_parallel (megatron-core: 'When using "
             f"expert parallelism and tensor parallelism, sequence parallelism must be used')"
         )
     return reasons

@@ -13,7 +13,8 @@ distributed/pipeline_parallel.py `_get_pipeline_metadata`, `_build_pipeline_sche
 - local_batch_size % pipeline_parallel_microbatch_size == 0, and global_batch_size %
   (local_batch_size * dp) == 0 (the quotient is the gradient-accumulation steps);
 - pp > 1 needs `--training.disable-cuda-graphs` ("CUDA graphs do not support pipeline
-  parallelism yet");
+  parallelism yet"), and so does ep > 1 with the models' default AllToAllTokenDispatcher
+  (it synchronizes with the CPU);
 - llama3's parallelize always applies FSDP2 over (dp_replicate, dp_shard): ZeRO-0 is
   `data_parallel_replicate_degree = dp` with shard degree 1, ZeRO-3 the shard degree; ZeRO-1/2
   are not torchtitan settings;
@@ -198,6 +199,10 @@ def overrides(plan: Plan, dep: Deployment) -> list[list[str]]:
     ]
     if plan.arch is not None and plan.arch.moe is not None:
         out.append(["--parallelism.expert-parallel-degree", str(plan.ep)])
+    if plan.ep > 1 and plan.pp == 1:
+        # Trainer.Config: CUDA graphs need a dispatcher without CPU synchronization; the
+        # models' default AllToAllTokenDispatcher synchronizes
+        out.append(["--training.disable-cuda-graphs"])
     if plan.tp > 1:
         sp = "enable" if plan.sequence_parallel else "no-enable"
         out.append([f"--parallelism.{sp}-sequence-parallel"])

@@ -245,6 +245,7 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
         notes.append("synthetic data (--mock-data); pass --data-path and a tokenizer in entry_args")
     argv += ["--train-iters", str(dep.steps or 100), "--lr", "3e-4", "--log-interval", "1"]
     argv += dep.entry_args
-    env = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if plan.tp > 1 else ()
+    # validate_args (before Blackwell): tp > 1 or cp > 1 needs one CUDA connection
+    env = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if plan.tp > 1 or plan.cp > 1 else ()
     notes.append("bf16 (the plan does not record a dtype; meshplan plans default to bf16)")
     return Trainer(argv=tuple(argv), env=env, notes=tuple(notes))

@@ -1,9 +1,12 @@
 """Megatron-LM flags for context parallelism, expert parallelism and the MoE / attention shapes.
 
 Checked against Megatron-LM's own parser (megatron/training/arguments.py at core_v0.12.0,
-core_v0.16.1 and main d98e8a64dd, every flag here defined by each) and megatron-core 0.16.1's
-TransformerConfig / MLATransformerConfig (tests/frameworks/test_megatron_moe.py):
-- `--context-parallel-size cp`; validate_args: seq_length % (2 cp) == 0; data parallel =
+0.13.0, 0.14.0, 0.15.0, 0.16.1, 0.17.0, 0.18.2 and main d98e8a64dd, every flag here defined by
+each; `parse_args` + `validate_args` + `core_transformer_config_from_args` of 0.16.1 and main
+accept the MoE / CP plans of tests/frameworks/test_megatron_moe.py) and megatron-core 0.16.1's
+TransformerConfig / MLATransformerConfig (that test):
+- `--context-parallel-size cp`; validate_args: seq_length % (2 cp) == 0, and
+  CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment (as with tp > 1); data parallel =
   world / (tp pp cp), so the plan's dp is Megatron's; `--cp-comm-type` p2p (the ring) or
   all_gather (Transformer Engine's DotProductAttention names);
 - `--expert-model-parallel-size ep` (num_experts % ep == 0), `--expert-tensor-parallel-size

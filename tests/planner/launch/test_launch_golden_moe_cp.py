@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from launch_plans import llama3_405b_cp16, mixtral_8x7b_64
+from launch_plans import llama3_405b_cp16, mixtral_8x7b_64, qwen3_30b_capacity
 from test_launch_golden import GOLDEN, flatten
 
 from planner.launch import FRAMEWORKS, Deployment, render, unsupported
@@ -51,3 +51,11 @@ def test_megatron_writes_the_published_degrees() -> None:
     assert (pairs["--context-parallel-size"], pairs["--cp-comm-type"]) == ("16", "all_gather")
     assert pairs["--tensor-model-parallel-size"] == "8"
     assert "--num-experts" not in pairs
+
+
+def test_megatron_cp_without_tp_sets_one_cuda_connection() -> None:
+    """validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 for cp > 1 as for tp > 1 (found by
+    running Megatron-LM core_v0.16.1's validate_args on this plan)."""
+    plan = qwen3_30b_capacity(cp=2, ep=4)
+    bundle = render(plan, Deployment(), target="torchrun", framework="megatron")
+    assert bundle.commands[0].startswith("OMP_NUM_THREADS=1 CUDA_DEVICE_MAX_CONNECTIONS=1 ")

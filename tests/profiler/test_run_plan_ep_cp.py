@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from run_plan_support import assert_same_grads, make_plan, run_forked
 
 from planner.launch import unsupported
@@ -47,3 +48,13 @@ def test_cp2_with_ep2_on_the_same_ranks_equals_one_process(tmp_path: Path) -> No
 def test_ep2_with_pp2_equals_one_process(tmp_path: Path) -> None:
     plan = folded_plan(tiny_moe_arch(), pp=2, dp=2, ep=2)
     assert assert_same_grads(plan, run_forked(plan, tmp_path, timeout_s=240)) == 2
+
+
+def test_the_runner_refuses_what_it_does_not_run() -> None:
+    from profiler.runner.folded import check_folded
+
+    plan = folded_plan(tiny_moe_arch(), dp=2, ep=2)
+    gathered = plan.model_copy(update={"cp": 2, "cp_comm": "all_gather"})
+    with pytest.raises(ValueError, match="cp_comm='all_gather'"):
+        check_folded(gathered)
+    assert "cp_comm='all_gather'" in " ".join(unsupported(gathered, "meshplan"))

@@ -244,10 +244,10 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
     ]
     notes = ["torchtitan 0.3.x (its ConfigManager reads --module, --config and the options)"]
     if name is None:
+        flavor = " or set deployment.torchtitan_flavor" if module == MODULE else ""
         notes.append(
             f"no torchtitan {module} config function has these shapes: add one named "
-            f"'{module}_meshplan' (in your own module, passed with --module) or set "
-            f"deployment.torchtitan_flavor"
+            f"'{module}_meshplan' (in your own module, passed with --module){flavor}"
         )
     if ac == "activation-checkpoint:selective":
         notes.append(

@@ -104,8 +104,10 @@ class Plan(Frozen):
 
     Context and expert parallelism follow Megatron-Core's "MoE parallel folding" (docs/moe.md):
     attention and dense layers use tp x cp x dp x pp GPUs, expert layers etp x ep x edp x pp on
-    the same GPUs, with etp x ep x edp = tp x cp x dp. `cp`, `ep` and `etp` default to 1 and are
-    left out of the JSON then, so plans stored before they existed load and dump unchanged.
+    the same GPUs, with etp x ep x edp = tp x cp x dp. `cp`, `ep` and `etp` default to 1 (and
+    `cp_comm` to the p2p ring) and are left out of the JSON then, so plans stored before they
+    existed load and dump unchanged. The search does not plan them yet (Plan.build and
+    candidate() leave them at 1); plans with them are built by hand.
     """
 
     model_name: str

@@ -16,7 +16,8 @@ from torchtitan.config import ConfigManager
 from torchtitan.distributed.parallel_dims import ParallelDims
 
 from planner.catalog.models import PRESETS
-from planner.launch import unsupported
+from planner.launch import Deployment, unsupported
+from planner.launch.frameworks.torchtitan import module_config
 from planner.plan import Plan
 
 QWEN3 = PRESETS["qwen3-30b-a3b"]
@@ -65,3 +66,23 @@ def test_what_torchtitan_030_cannot_express_is_refused() -> None:
         "ep=8 must divide dp_shard*cp*tp = 1*1*1 = 1" in r
         for r in unsupported(replicated, "torchtitan")
     )
+
+
+@pytest.mark.parametrize("preset", ["qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b"])
+def test_the_moe_config_function_picked_has_the_presets_shapes(preset: str) -> None:
+    """torchtitan's own config function (matched by shape) builds the preset's layers,
+    experts, top-k and router score function."""
+    arch = PRESETS[preset]
+    module, function = module_config(arch, Deployment())
+    assert function is not None
+    config = ConfigManager().parse_args(["--module", module, "--config", function])
+    layers = config.model_spec.model.layers
+    assert len(layers) == arch.num_layers
+    moe = arch.moe
+    assert moe is not None
+    routed = [layer.moe for layer in layers if getattr(layer, "moe", None) is not None]
+    assert len(routed) == arch.num_moe_layers
+    assert {(m.num_experts, m.router.top_k) for m in routed} == {
+        (moe.num_experts, moe.experts_per_token)
+    }
+    assert {m.router.score_func for m in routed} == {moe.router}

@@ -58,3 +58,8 @@ def test_the_runner_refuses_what_it_does_not_run() -> None:
     with pytest.raises(ValueError, match="cp_comm='all_gather'"):
         check_folded(gathered)
     assert "cp_comm='all_gather'" in " ".join(unsupported(gathered, "meshplan"))
+
+
+def test_cp2_with_pp2_equals_one_process(tmp_path: Path) -> None:
+    plan = folded_plan(tiny_arch("gpt"), pp=2, cp=2)  # learned positions, tied embeddings
+    assert assert_same_grads(plan, run_forked(plan, tmp_path, timeout_s=240)) == 2

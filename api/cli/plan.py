@@ -13,7 +13,7 @@ from api.cli.calibrate import load_calibration
 from api.cli.documents import expect
 from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
-from api.cli.progress import progress_bar
+from api.cli.progress import search_progress
 from planner.cost import partition_inputs, score_partition
 from planner.errors import InfeasibleError, SpecError
 from planner.plan import Plan, PlanResult
@@ -156,7 +156,7 @@ def plan(
     if calibration is not None:
         req = load_calibration(calibration, req, as_json=as_json)
     try:
-        with progress_bar("searching", as_json=as_json) as on_progress:
+        with search_progress(as_json=as_json) as on_progress:
             result = search(req, on_progress=on_progress, clock=time.monotonic)
     except InfeasibleError as exc:
         fail(

@@ -21,6 +21,7 @@ it keeps scoring heuristic partitions (no CP-SAT) until one fits.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ from planner.cost.partition import SPLIT_BACKWARD
 from planner.cost.source import CostSource
 from planner.errors import SpecError
 from planner.search.bounds import (
+    cut_floor_s,
     group_memory_floor_bytes,
     group_time_floor_s,
     least_inflight,
@@ -48,7 +50,8 @@ from planner.search.hints import hint_partitions, quick_partition
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
-from planner.search.space import Config, enumerate_configs, stage_split
+from planner.search.progress import SearchProgress
+from planner.search.space import Config, Family, enumerate_configs, stage_split
 from planner.specs.request import PlanRequest
 
 SWEEP_SHARE = 0.3  # of the time limit, at most, for the heuristic sweep over configurations
@@ -58,6 +61,9 @@ INCUMBENT_CAP = 3  # x that for the configuration of the incumbent (its proof is
 IMPROVE_SHARE = 0.25  # of the time left, at most, for the improve pass (heuristics only)
 RESERVE_SHARE = 0.1  # of the time limit kept for the work under way when it is reached ...
 RESERVE_S = 0.1  # ... but at most this
+ALTERNATIVES_SHARE = 0.1  # of the time limit, at most, for the alternatives pass
+ALTERNATIVE_TRIES = 4  # configurations scored by the alternatives pass per alternative asked
+PROGRESS_EVERY_S = 0.1  # of the search's clock, at least, between two progress reports
 
 
 @dataclass
@@ -74,6 +80,12 @@ class Entry:
     known_domains: Domains | None = None  # ... and the count domains it proved
     probed: bool = False  # ... after probing them to the end
     descended: bool = False  # the improve pass ran its hill climb to the end
+    proof_floor_s: float = 0.0  # the path-cut floor an unfinished solve proved (bounds.cut_floor_s)
+
+    @property
+    def floor_s(self) -> float:
+        """The best proven lower bound of this configuration's step time."""
+        return max(self.time_floor_s, self.proof_floor_s)
 
 
 @dataclass
@@ -125,9 +137,16 @@ class Outcome:
     now: Callable[[], float] = lambda: 0.0
     group_time_pruned: int = 0  # configurations pruned with their group's time floor
     source: CostSource | None = None
-    families: dict[tuple[int, int, int, int, str], tuple[Entry, Scored]] = field(
-        default_factory=dict
-    )
+    families: dict[Family, tuple[Entry, Scored]] = field(default_factory=dict)
+    time_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by time
+    pending: list[list[Config]] = field(default_factory=list)  # groups not swept yet
+    pending_floors: dict[int, float | None] = field(default_factory=dict)  # id(group) -> floor
+    provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
+    lower_bound_s: float | None = None
+    gap: float | None = None
+    bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
+    stopped_at_gap: bool = False  # stopped by search.gap_tolerance
+    alternatives_note: str | None = None
 
 
 def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
@@ -136,10 +155,23 @@ def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
     return (sc.score.step_time_s, 0.0)
 
 
+def time_bound_s(request: PlanRequest, out: Outcome) -> float | None:
+    """The step time a configuration must beat to matter, None if every one matters: the
+    incumbent's (objective time), or objective bubble with an incumbent of zero bubble (no
+    plan has less, so only a faster one with zero bubble could beat it: a 0 % bubble proves
+    itself, and time breaks the tie)."""
+    best = out.best
+    if best is None or request.search.mode == "exhaustive":
+        return None
+    if request.objective == "bubble" and best[1].score.bubble_fraction > 0.0:
+        return None
+    return best[1].score.step_time_s
+
+
 def run_search(
     request: PlanRequest,
     *,
-    on_progress: Callable[[float], None] | None = None,
+    on_progress: Callable[[SearchProgress], None] | None = None,
     clock: Callable[[], float] | None = None,
 ) -> Outcome:
     src = resolve_costs(request)
@@ -156,6 +188,7 @@ def run_search(
         return clock() - start if clock is not None else solver_s
 
     out.now = elapsed
+    report = _Reporter(request, out, on_progress)
 
     groups: dict[tuple[object, ...], list[Config]] = {}
     for cfg in configs:
@@ -177,22 +210,28 @@ def run_search(
     # before the limit.
     limit = request.search.time_limit_s
     limit -= min(RESERVE_S, RESERVE_SHARE * limit)
-    pending = ordered
+    out.pending = ordered
     share = SWEEP_SHARE * limit
     cap = max(CONFIG_MIN_S, CONFIG_SHARE * limit)  # per configuration in the first pass
+
+    def done() -> bool:
+        """The time is up, or the proven gap is within search.gap_tolerance."""
+        report()
+        return elapsed() >= limit or _gap_reached(request, out)
+
     while True:
         first_new = len(out.entries)
-        pending = _sweep(request, out, src, pending, prune, len(ordered), on_progress, share)
+        out.pending = _sweep(request, out, src, out.pending, prune, report, share)
         if prune and request.objective == "time":
             _mark_dominated(out.entries)
         # Exact phase: the most promising configurations first (by their heuristic step time);
         # the floors still decide what is pruned, so the order only affects speed.
         fresh = out.entries[first_new:]
-        if prune and request.objective == "time":
+        if prune and request.objective == "time" and not _gap_reached(request, out):
             # Improve pass: the heuristics and hill climb of each configuration, lowest floor
             # first, before any proof: the incumbent it finds lets the floors prune most of
-            # the rest (76.1B: the winner's hill climb takes 0.08 s, but by heuristic estimate
-            # it came after 13 configurations that took 1.5 s each to not prove anything).
+            # the rest (a winner whose hill climb is quick may come, by heuristic estimate,
+            # after many configurations whose proofs are slow and settle nothing).
             share_left = _capped(elapsed, limit, IMPROVE_SHARE * (limit - elapsed()))
             for entry in sorted(fresh, key=lambda e: (e.time_floor_s, e.estimate_s)):
                 if share_left() <= 0:
@@ -225,34 +264,162 @@ def run_search(
         # time left (and the better incumbent the first pass found).
         capped = []
         # The configuration of the incumbent gets INCUMBENT_CAP x the share: it must be proven
-        # whatever comes, and a capped proof is redone in the second pass (529.6B's winner,
-        # pp = 21 zbv: a 1.3 s first pass, then its branching and proof again, 1.6 s; 529.6B
-        # 6.2 -> 5.2-5.4 s, the other rows unchanged).
+        # whatever comes, and a capped proof is redone in the second pass.
         for entry in fresh:
+            if _gap_reached(request, out):
+                break
             mine = out.best is not None and out.best[0] is entry
             own = _capped(elapsed, limit, INCUMBENT_CAP * cap if mine else cap)
             solver_s += _visit(request, out, entry, split, num_layers, own)
+            report()
             if _unproven(entry) and elapsed() < limit:
                 capped.append(entry)  # its share ran out, not the search's time
         for entry in capped:
-            if elapsed() < limit:
+            if elapsed() < limit and not _gap_reached(request, out):
                 _reopen(entry)
                 solver_s += _visit(
                     request, out, entry, split, num_layers, lambda: limit - elapsed()
                 )
-        if not pending or elapsed() >= limit:
+                report()
+        if not out.pending or done():
             break
         # Time is left: sweep the groups the share cut off (the incumbent now prunes most of
         # them), again leaving part of what is left to their exact phase.
         share = elapsed() + SWEEP_SHARE * (limit - elapsed()) * 2
-    out.skipped += sum(len(ms) for ms in pending)
-    # OPTIMAL only if every group was reached and every configuration settled
-    if pending or any(e.verdict == "timeout" or _unproven(e) for e in out.entries):
-        out.status = "FEASIBLE"
-    if on_progress is not None:
-        on_progress(1.0)
+    if out.best is None and out.provisional is not None:
+        out.best = out.provisional  # objective bubble, no configuration proven in time
+    if prune:
+        budget = _capped(elapsed, request.search.time_limit_s, ALTERNATIVES_SHARE * limit)
+        _alternatives(request, out, num_layers, budget)
+    _close(request, out)
+    out.skipped += sum(len(ms) for ms in out.pending)
     out.elapsed_s = elapsed()
+    report(final=True)
     return out
+
+
+def settled(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
+    """Nothing of this configuration can beat the incumbent: solved to the end, pruned by a
+    floor (memory, time, dominance)."""
+    if entry.verdict in ("dominated", "memory", "pruned"):
+        return True
+    if entry.verdict == "solved" and not _unproven(entry):
+        return True
+    if request.search.mode != "exhaustive" and entry.memory_floor_bytes > entry.inputs.cap_bytes:
+        return True
+    bound = time_bound_s(request, out)
+    return bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
+
+
+def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[float] | None:
+    """The floors of every configuration not settled (entries, then unswept groups: their
+    schedule-independent floors, computed once per group when `sweep`); None when an
+    unswept group has no floor yet."""
+    floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
+    src = out.source if out.source is not None else resolve_costs(request)
+    for members in out.pending:
+        key = id(members)
+        if key not in out.pending_floors:
+            if not sweep:
+                return None
+            got = _group_floors(request, src, members, 0.0, memory_only=True)
+            over = got is None or got[0] > request.memory_cap_bytes
+            out.pending_floors[key] = None if over else got[1]  # type: ignore[index]
+        floor = out.pending_floors[key]
+        if floor is not None:
+            floors.append(floor)
+    return floors
+
+
+def _bounds(
+    request: PlanRequest, out: Outcome, *, sweep: bool
+) -> tuple[float | None, float | None, float | None]:
+    """(lower bound of the step time, gap, bubble bound) now (docs/search.md, Gap and status);
+    Nones where not known yet."""
+    best = out.best
+    floors = _open_floors(request, out, sweep=sweep)
+    if best is None or floors is None:
+        return None, None, None
+    incumbent = best[1].score.step_time_s
+    low = min([incumbent, *floors])
+    if request.objective == "bubble":
+        bubble = best[1].score.bubble_fraction
+        # no bubble floor is known for an open configuration: it may have none
+        bound_bubble = 0.0 if floors else bubble
+        if bubble > bound_bubble:
+            return low, bubble - bound_bubble, bound_bubble
+        return low, incumbent / low - 1.0 if low > 0 else math.inf, bound_bubble
+    return low, (incumbent / low - 1.0 if low > 0 else math.inf), None
+
+
+def _gap_reached(request: PlanRequest, out: Outcome) -> bool:
+    """A positive search.gap_tolerance is met (the proof itself ends the search at 0)."""
+    tol = request.search.gap_tolerance
+    if tol <= 0 or out.best is None:
+        return False
+    gap = _bounds(request, out, sweep=True)[1]
+    if gap is not None and gap <= tol:
+        out.stopped_at_gap = True
+        return True
+    return False
+
+
+def _close(request: PlanRequest, out: Outcome) -> None:
+    """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
+    low, gap, bubble = _bounds(request, out, sweep=True)
+    out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
+    # OPTIMAL only if every group was reached and every configuration settled
+    if out.pending or any(not settled(request, out, e) for e in out.entries):
+        out.status = "FEASIBLE"
+    if out.best is not None and out.status == "OPTIMAL":
+        out.lower_bound_s, out.gap = out.best[1].score.step_time_s, 0.0
+    out.stopped_at_gap = out.stopped_at_gap and out.status == "FEASIBLE"
+
+
+class _Reporter:
+    """Calls on_progress with a SearchProgress, at most every PROGRESS_EVERY_S of the
+    search's clock (and always at the end)."""
+
+    def __init__(
+        self,
+        request: PlanRequest,
+        out: Outcome,
+        on_progress: Callable[[SearchProgress], None] | None,
+    ) -> None:
+        self.request, self.out, self.on_progress = request, out, on_progress
+        self.last = -math.inf
+
+    def __call__(self, *, final: bool = False) -> None:
+        out = self.out
+        if self.on_progress is None:
+            return
+        now = out.now()
+        if not final and now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        if final:
+            low, gap = out.lower_bound_s, out.gap
+        else:
+            low, gap, _ = _bounds(self.request, out, sweep=False)
+        settled_now = (
+            out.num_configs
+            - sum(len(ms) for ms in out.pending)
+            - sum(not settled(self.request, out, e) for e in out.entries)
+        )
+        if final:
+            settled_now = out.num_configs if out.status == "OPTIMAL" else settled_now
+        total = max(1, out.num_configs)
+        self.on_progress(
+            SearchProgress(
+                fraction=1.0 if final else min(1.0, max(0, settled_now) / total),
+                settled=max(0, settled_now),
+                total=out.num_configs,
+                incumbent_s=out.best[1].score.step_time_s if out.best is not None else None,
+                lower_bound_s=low,
+                gap=gap,
+                elapsed_s=now,
+            )
+        )
 
 
 def _sweep(
@@ -261,23 +428,19 @@ def _sweep(
     src: CostSource,
     groups: list[list[Config]],
     prune: bool,
-    total: int,
-    on_progress: Callable[[float], None] | None,
+    report: Callable[[], None],
     share_s: float,
 ) -> list[list[Config]]:
     """Floors per group, then PartitionInputs, floors and a heuristic per configuration of each
     surviving group, until `share_s` of elapsed time (once an incumbent exists). Returns the
     groups not reached."""
     for done, members in enumerate(groups):
-        if on_progress is not None:
-            on_progress((total - len(groups) + done) / max(1, total))
+        out.pending = groups[done:]
+        report()
         if out.best is not None and out.now() >= share_s:
             return groups[done:]
-        enough = (
-            out.best[1].score.step_time_s * (1 - REL_TOL)
-            if prune and request.objective == "time" and out.best is not None
-            else None
-        )
+        bound = time_bound_s(request, out)
+        enough = bound * (1 - REL_TOL) if bound is not None else None
         floors = _group_floors(request, src, members, enough, memory_only=prune)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
@@ -285,14 +448,10 @@ def _sweep(
             out.memory_groups.append(MemoryGroup(members, *floors, cheap=True))
             continue
         group_floor = floors[1] if floors is not None else 0.0
-        best = out.best
-        if (
-            prune
-            and request.objective == "time"
-            and best is not None
-            and group_floor >= best[1].score.step_time_s * (1 - REL_TOL)
-        ):
+        if enough is not None and group_floor >= enough:
             out.group_time_pruned += len(members)
+            if floors is not None:  # kept for the alternatives (_alternatives)
+                out.time_groups.append(MemoryGroup(members, *floors))
             continue
         entries: list[Entry] = []
         for i, cfg in enumerate(members):
@@ -342,16 +501,12 @@ def _visit(
         entry.verdict = "memory"
         return 0.0
     best = out.best
-    if (
-        not exhaustive
-        and request.objective == "time"
-        and best is not None
-        and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
-    ):
+    bound = time_bound_s(request, out)
+    if bound is not None and entry.floor_s >= bound * (1 - REL_TOL):
         entry.verdict = "pruned"
         return 0.0
     left = time_left()
-    if left <= 0 and best is not None:
+    if left <= 0 and (best is not None or out.provisional is not None):
         entry.verdict = "timeout"
         return 0.0
     if left <= 0:  # never return nothing: the heuristics (scored by the improve pass, if run)
@@ -362,7 +517,6 @@ def _visit(
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split)
     else:
-        bound = best[1].score.step_time_s if best and request.objective == "time" else None
         res = solve_config(
             inputs,
             modes=cfg.modes,
@@ -384,9 +538,13 @@ def _visit(
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls
     out.cuts += res.cuts
+    if res.status in ("FEASIBLE", "UNKNOWN") and res.paths:
+        floor = cut_floor_s(inputs, res.paths)  # what the unfinished solve proved
+        entry.proof_floor_s = max(entry.proof_floor_s, floor or 0.0)
+    proven = res.status == "OPTIMAL"
     for sc in (res.best, *res.evaluated):
         if sc is not None and sc.score.feasible:
-            _offer(request, out, entry, sc)
+            _offer(request, out, entry, sc, proven=proven and sc is res.best)
     return res.solver_wall_s
 
 
@@ -455,12 +613,8 @@ def _capped(elapsed: Callable[[], float], limit: float, cap: float) -> Callable[
 
 
 def _cannot_win(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
-    best = out.best
-    return (
-        request.objective == "time"
-        and best is not None
-        and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
-    )
+    bound = time_bound_s(request, out)
+    return bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
 
 
 def _group_floors(
@@ -594,14 +748,24 @@ def _mark_dominated(entries: list[Entry]) -> None:
                     e.verdict = "dominated"
 
 
-def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None:
+def _offer(
+    request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, proven: bool = False
+) -> None:
     """Keep `sc` if it is the best so far (overall and of its family). Partitions that break
-    the framework's stage split (heuristics and neighbours do not know it) are refused."""
+    the framework's stage split (heuristics and neighbours do not know it) are refused.
+    Objective bubble ranks each configuration by its time-optimal partition: only a
+    `proven` one (its configuration solved to OPTIMAL) may become the incumbent; the others
+    are kept as `provisional`, the plan of a search that proves none in time."""
     if not sc.score.feasible:
         return
     if not _split_ok(sc.partition.bounds, stage_split(request), entry.inputs):
         return
-    if out.best is None or _rank(request, sc) < _rank(request, out.best[1]):
+    bubble = request.objective == "bubble"
+    if bubble and not proven:
+        have = out.provisional
+        if have is None or _rank(request, sc) < _rank(request, have[1]):
+            out.provisional = (entry, sc)
+    elif out.best is None or _rank(request, sc) < _rank(request, out.best[1]):
         out.best = (entry, sc)
         out.best_found_at_s = out.now()
     fam = entry.config.family
@@ -614,3 +778,80 @@ def _split_ok(bounds: tuple[int, ...], split: str, inputs: PartitionInputs) -> b
     from planner.search.exhaustive import _main_run, _split_ok
 
     return _split_ok(bounds, split, _main_run(inputs))  # type: ignore[arg-type]
+
+
+def _alternatives(
+    request: PlanRequest, out: Outcome, n: int, time_left: Callable[[], float]
+) -> None:
+    """Fill `out.families` up to search.top_k configurations besides the winner's.
+
+    The search itself keeps the best plan of each configuration it scored; configurations
+    that a floor pruned before any partition (whole groups, mostly) get one here: their
+    quick and hint partitions (planner.search.hints), lowest floor first. It stops once k
+    others are known and the next floor is no lower than the k-th one's step time (no
+    configuration left could rank above it), at ALTERNATIVE_TRIES per alternative asked,
+    or when `time_left` is spent; `out.alternatives_note` says why when fewer than k came."""
+    k = request.search.top_k
+    if k == 0 or out.best is None:
+        return
+    win = out.best[0].config.family
+    src = out.source if out.source is not None else resolve_costs(request)
+    todo: list[tuple[float, Entry | Config, MemoryGroup | None]] = [
+        (e.floor_s, e, None)
+        for e in out.entries
+        if e.config.family not in out.families
+        and e.verdict != "memory"
+        and e.memory_floor_bytes <= e.inputs.cap_bytes
+    ]
+    todo += [(g.time_floor_s, c, g) for g in out.time_groups for c in g.members]
+    todo.sort(key=lambda t: t[0])
+    tries, why = 0, None
+    for floor, item, group in todo:
+        fam = item.config.family if isinstance(item, Entry) else item.family
+        others = sorted(_rank(request, sc)[0] for f, (_, sc) in out.families.items() if f != win)
+        if len(others) >= k and (request.objective == "bubble" or floor >= others[k - 1]):
+            return
+        if fam in out.families or fam == win:
+            continue
+        if time_left() <= 0 or tries >= ALTERNATIVE_TRIES * k:
+            why = "time" if time_left() <= 0 else "tries"
+            break
+        tries += 1
+        entry = item if isinstance(item, Entry) else _entry_of(request, src, item, group)
+        if entry is None:
+            continue
+        quick = quick_partition(entry.inputs, entry.config.modes)
+        for part in (quick,) if fam in out.families else (quick, *_hints(entry, n)):
+            sc = Scored(part, score(entry.inputs, part))
+            ok = sc.score.feasible and _split_ok(part.bounds, stage_split(request), entry.inputs)
+            have = out.families.get(fam)
+            if ok and (have is None or _rank(request, sc) < _rank(request, have[1])):
+                out.families[fam] = (entry, sc)
+            if fam in out.families:
+                break  # the hints only where the quick partition does not fit
+    found = sum(f != win for f in out.families)
+    if found >= k:
+        return
+    if why == "time":
+        out.alternatives_note = f"{found} of {k}: the time limit ended the search for more"
+    elif why == "tries" or out.pending:
+        out.alternatives_note = (
+            f"{found} of {k}: the search stopped before it scored every other configuration"
+        )
+    else:
+        out.alternatives_note = (
+            f"{found} of {k}: only {found} other configurations (degrees, schedule, vpp, "
+            "micro-batch size, ZeRO) have a plan that fits"
+        )
+
+
+def _entry_of(
+    request: PlanRequest, src: CostSource, cfg: Config, group: MemoryGroup | None
+) -> Entry | None:
+    """An Entry for a configuration the sweep pruned with its group (the group's floors)."""
+    try:
+        inputs = partition_inputs(request, cfg.candidate(), source=src)
+    except SpecError:
+        return None
+    floor = group.time_floor_s if group is not None else 0.0
+    return Entry(cfg, inputs, memory_floor_bytes(inputs), floor, verdict="pruned")

@@ -30,6 +30,8 @@ from planner.search.model import StageSplit
 from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, RecomputeMode, ScheduleName
 from planner.specs.request import Candidate, PlanRequest
 
+Family = tuple[int, int, int, int, str, int, int]  # Config.family
+
 
 @dataclass(frozen=True)
 class Config:
@@ -58,9 +60,18 @@ class Config:
         )
 
     @property
-    def family(self) -> tuple[int, int, int, int, str]:
-        """What alternatives must differ in: degrees or schedule."""
-        return (self.tp, self.pp, self.dp, self.vpp, self.schedule)
+    def family(self) -> Family:
+        """What alternatives must differ in: degrees, schedule, vpp, micro-batch size or ZeRO
+        (not sequence parallelism or the recompute modes: those are how a plan fits)."""
+        return (
+            self.tp,
+            self.pp,
+            self.dp,
+            self.vpp,
+            self.schedule,
+            self.micro_batch_size,
+            self.zero_stage,
+        )
 
     def describe(self) -> str:
         text = f"tp={self.tp} x pp={self.pp} x dp={self.dp}, {self.schedule}"

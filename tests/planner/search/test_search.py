@@ -7,6 +7,7 @@ import time
 import pytest
 
 from planner.errors import InfeasibleError, SpecError
+from planner.plan import Plan
 from planner.search import search
 from planner.search.driver import MemoryGroup, memory_rep, run_search
 from planner.search.explain import why
@@ -110,14 +111,13 @@ def test_search_statistics_count_the_space() -> None:
     assert s.status == "OPTIMAL"
     assert s.candidates_considered >= s.candidates_pruned
     assert s.solver_calls >= 1
-    keys = {(a.tp, a.pp, a.dp, a.vpp, a.schedule) for a in result.alternatives}
-    assert (
-        result.plan.tp,
-        result.plan.pp,
-        result.plan.dp,
-        result.plan.vpp,
-        result.plan.schedule,
-    ) not in keys
+
+    # an alternative differs in degrees, schedule, vpp, micro-batch size or ZeRO
+    def key(p: Plan) -> tuple[object, ...]:
+        return (p.tp, p.pp, p.dp, p.vpp, p.schedule, p.micro_batch_size, p.zero_stage)
+
+    keys = {key(a) for a in result.alternatives}
+    assert key(result.plan) not in keys
     assert len(keys) == len(result.alternatives)
     assert all(
         a.prediction.step_time_s >= result.plan.prediction.step_time_s * (1 - 1e-9)

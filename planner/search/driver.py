@@ -30,12 +30,14 @@ from planner.cost.partition import SPLIT_BACKWARD
 from planner.cost.source import CostSource
 from planner.errors import SpecError
 from planner.search.bounds import (
+    chain_s,
     cut_floor_s,
     group_memory_floor_bytes,
     group_time_floor_s,
     least_inflight,
     memory_floor_bytes,
     time_floor_s,
+    work_s,
 )
 from planner.search.domains import Domains
 from planner.search.exact import (
@@ -141,6 +143,9 @@ class Outcome:
     time_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by time
     pending: list[list[Config]] = field(default_factory=list)  # groups not swept yet
     pending_floors: dict[int, float | None] = field(default_factory=dict)  # id(group) -> floor
+    work_kinds: dict[tuple[int, int, bool, bool], tuple[float, float]] = field(
+        default_factory=dict
+    )  # (tp, mbs, sp, split backward) -> (bounds.work_s, bounds.chain_s): _work_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
     lower_bound_s: float | None = None
     gap: float | None = None
@@ -322,13 +327,36 @@ def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[flo
         if key not in out.pending_floors:
             if not sweep:
                 return None
-            got = _group_floors(request, src, members, 0.0, memory_only=True)
-            over = got is None or got[0] > request.memory_cap_bytes
-            out.pending_floors[key] = None if over else got[1]  # type: ignore[index]
+            out.pending_floors[key] = _work_floor(request, src, out, members)
         floor = out.pending_floors[key]
         if floor is not None:
             floors.append(floor)
     return floors
+
+
+def _work_floor(
+    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
+) -> float | None:
+    """A time floor of every configuration of an unswept group, cheap enough for thousands:
+    bounds.time_floor_s's first two terms, the average busy time m W / pp and micro-batch 0's
+    chain, without the post term. W and the chain depend on (tp, mbs, sp) and on whether the
+    schedule splits the backward (LayerCost.split_costs), not on pp, dp or ZeRO, so one
+    PartitionInputs per such kind serves every group (kept in `out.work_kinds`). None if no
+    member is accepted by the cost model."""
+    floors = []
+    for cfg in members:
+        split = cfg.schedule in SPLIT_BACKWARD
+        key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split)
+        if key not in out.work_kinds:
+            least = least_inflight(cfg.schedule, cfg.pp, cfg.num_microbatches)
+            try:
+                rin = partition_inputs(request, cfg.candidate(), source=src, given_inflight=least)
+            except SpecError:
+                continue  # this member only: another of the same kind may still be accepted
+            out.work_kinds[key] = (work_s(rin), chain_s(rin))
+        work, chain = out.work_kinds[key]
+        floors.append(max(cfg.num_microbatches * work / cfg.pp, chain))
+    return min(floors) if floors else None
 
 
 def _bounds(

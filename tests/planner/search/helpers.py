@@ -6,6 +6,11 @@ from typing import Any
 
 from planner.specs import PlanRequest
 
+# How far past search.time_limit_s a search with a clock may end: the step begun just before
+# the limit (one partition simulated, one CP-SAT model loaded, one group's floors) after the
+# driver's reserve, plus the scheduling of a shared machine.
+SLACK_S = 0.5
+
 GPT_13B: dict[str, Any] = {
     "family": "gpt",
     "name": "gpt-13b",

@@ -35,7 +35,7 @@ def search(
     """The best plan for `request`, up to `search.top_k` alternatives and search statistics.
 
     `on_progress(SearchProgress)` is called as configurations are settled (at most every
-    driver.PROGRESS_EVERY_S of the search's clock, and once at the end). `clock` (e.g.
+    tuning.progress_every_s of the search's clock, and once at the end). `clock` (e.g.
     `time.monotonic`) makes the time limit cover the whole search; without it only CP-SAT's
     own solve time is charged (the planning core reads no clock).
     Raises InfeasibleError (with a diagnosis) when no configuration fits, SpecError for an

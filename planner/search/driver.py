@@ -54,18 +54,8 @@ from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
 from planner.search.progress import SearchProgress
 from planner.search.space import Config, Family, enumerate_configs, stage_split
+from planner.search.tuning import TUNING, SearchTuning
 from planner.specs.request import PlanRequest
-
-SWEEP_SHARE = 0.3  # of the time limit, at most, for the heuristic sweep over configurations
-CONFIG_SHARE = 0.05  # of the time limit, at most, for one configuration in the first pass
-CONFIG_MIN_S = 0.5  # ... but never less than this
-INCUMBENT_CAP = 3  # x that for the configuration of the incumbent (its proof is needed anyway)
-IMPROVE_SHARE = 0.25  # of the time left, at most, for the improve pass (heuristics only)
-RESERVE_SHARE = 0.1  # of the time limit kept for the work under way when it is reached ...
-RESERVE_S = 0.1  # ... but at most this
-ALTERNATIVES_SHARE = 0.1  # of the time limit, at most, for the alternatives pass
-ALTERNATIVE_TRIES = 4  # configurations scored by the alternatives pass per alternative asked
-PROGRESS_EVERY_S = 0.1  # of the search's clock, at least, between two progress reports
 
 
 @dataclass
@@ -152,6 +142,7 @@ class Outcome:
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
     stopped_at_gap: bool = False  # stopped by search.gap_tolerance
     alternatives_note: str | None = None
+    tuning: SearchTuning = TUNING  # what run_search was given; the phases read it here
 
 
 def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
@@ -178,7 +169,10 @@ def run_search(
     *,
     on_progress: Callable[[SearchProgress], None] | None = None,
     clock: Callable[[], float] | None = None,
+    tuning: SearchTuning = TUNING,
 ) -> Outcome:
+    """Search `request`'s space (module docstring); `tuning` shares the time limit and bounds
+    each phase (planner.search.tuning)."""
     src = resolve_costs(request)
     num_layers = len(src.layers)
     configs = enumerate_configs(request, num_layers=num_layers)
@@ -187,6 +181,7 @@ def run_search(
     # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
     prune = request.search.mode != "exhaustive"
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src, num_configs=len(configs))
+    out.tuning = tuning
     solver_s = 0.0
 
     def elapsed() -> float:
@@ -211,13 +206,13 @@ def run_search(
         ),
     )
     # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
-    # past the moment it was begun in: new work stops RESERVE_SHARE (at most RESERVE_S)
-    # before the limit.
+    # past the moment it was begun in: new work stops tuning.reserve_share (at most
+    # tuning.reserve_s) before the limit.
     limit = request.search.time_limit_s
-    limit -= min(RESERVE_S, RESERVE_SHARE * limit)
+    limit -= min(tuning.reserve_s, tuning.reserve_share * limit)
     out.pending = ordered
-    share = SWEEP_SHARE * limit
-    cap = max(CONFIG_MIN_S, CONFIG_SHARE * limit)  # per configuration in the first pass
+    share = tuning.sweep_share * limit
+    cap = max(tuning.config_min_s, tuning.config_share * limit)  # one configuration, first pass
 
     def done() -> bool:
         """The time is up, or the proven gap is within search.gap_tolerance."""
@@ -237,7 +232,7 @@ def run_search(
             # first, before any proof: the incumbent it finds lets the floors prune most of
             # the rest (a winner whose hill climb is quick may come, by heuristic estimate,
             # after many configurations whose proofs are slow and settle nothing).
-            share_left = _capped(elapsed, limit, IMPROVE_SHARE * (limit - elapsed()))
+            share_left = _capped(elapsed, limit, tuning.improve_share * (limit - elapsed()))
             for entry in sorted(fresh, key=lambda e: (e.time_floor_s, e.estimate_s)):
                 if share_left() <= 0:
                     break
@@ -264,17 +259,17 @@ def run_search(
                 if entry.result is not None and _unproven(entry):
                     _reopen(entry)
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
-        # First pass: each configuration gets at most CONFIG_SHARE of the limit, so that one
+        # First pass: each configuration gets at most config_share of the limit, so that one
         # hard proof cannot starve the rest; those cut short are solved again with all the
         # time left (and the better incumbent the first pass found).
         capped = []
-        # The configuration of the incumbent gets INCUMBENT_CAP x the share: it must be proven
+        # The configuration of the incumbent gets incumbent_cap x the share: it must be proven
         # whatever comes, and a capped proof is redone in the second pass.
         for entry in fresh:
             if _gap_reached(request, out):
                 break
             mine = out.best is not None and out.best[0] is entry
-            own = _capped(elapsed, limit, INCUMBENT_CAP * cap if mine else cap)
+            own = _capped(elapsed, limit, tuning.incumbent_cap * cap if mine else cap)
             solver_s += _visit(request, out, entry, split, num_layers, own)
             report()
             if _unproven(entry) and elapsed() < limit:
@@ -290,11 +285,11 @@ def run_search(
             break
         # Time is left: sweep the groups the share cut off (the incumbent now prunes most of
         # them), again leaving part of what is left to their exact phase.
-        share = elapsed() + SWEEP_SHARE * (limit - elapsed()) * 2
+        share = elapsed() + tuning.sweep_share * tuning.resweep_factor * (limit - elapsed())
     if out.best is None and out.provisional is not None:
         out.best = out.provisional  # objective bubble, no configuration proven in time
     if prune:
-        budget = _capped(elapsed, request.search.time_limit_s, ALTERNATIVES_SHARE * limit)
+        budget = _capped(elapsed, request.search.time_limit_s, tuning.alternatives_share * limit)
         _alternatives(request, out, num_layers, budget)
     _close(request, out)
     out.skipped += sum(len(ms) for ms in out.pending)
@@ -405,7 +400,7 @@ def _close(request: PlanRequest, out: Outcome) -> None:
 
 
 class _Reporter:
-    """Calls on_progress with a SearchProgress, at most every PROGRESS_EVERY_S of the
+    """Calls on_progress with a SearchProgress, at most every tuning.progress_every_s of the
     search's clock (and always at the end)."""
 
     def __init__(
@@ -422,7 +417,7 @@ class _Reporter:
         if self.on_progress is None:
             return
         now = out.now()
-        if not final and now - self.last < PROGRESS_EVERY_S:
+        if not final and now - self.last < out.tuning.progress_every_s:
             return
         self.last = now
         if final:
@@ -562,6 +557,7 @@ def _visit(
             probed=entry.probed,
             prove=prove,
             polish=polish,
+            tuning=out.tuning,
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls
@@ -611,6 +607,7 @@ def _improve(
             hints=_split_hints(entry, n, split),
             descend=split == "any",
             time_left=time_left,
+            tuning=out.tuning,
         )
     )
     entry.descended = time_left() > 0 or split != "any"
@@ -817,7 +814,7 @@ def _alternatives(
     that a floor pruned before any partition (whole groups, mostly) get one here: their
     quick and hint partitions (planner.search.hints), lowest floor first. It stops once k
     others are known and the next floor is no lower than the k-th one's step time (no
-    configuration left could rank above it), at ALTERNATIVE_TRIES per alternative asked,
+    configuration left could rank above it), at tuning.alternative_tries per alternative,
     or when `time_left` is spent; `out.alternatives_note` says why when fewer than k came."""
     k = request.search.top_k
     if k == 0 or out.best is None:
@@ -841,7 +838,7 @@ def _alternatives(
             return
         if fam in out.families or fam == win:
             continue
-        if time_left() <= 0 or tries >= ALTERNATIVE_TRIES * k:
+        if time_left() <= 0 or tries >= out.tuning.alternative_tries * k:
             why = "time" if time_left() <= 0 else "tries"
             break
         tries += 1

@@ -51,6 +51,7 @@ from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit, layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
+from planner.search.tuning import TUNING, SearchTuning
 from planner.specs.base import RecomputeMode
 
 # Proof tolerance: a partition must beat the incumbent by more than this relative margin. It
@@ -59,18 +60,6 @@ from planner.specs.base import RecomputeMode
 # time: 158 solves for 7.5B's pp=2 zbv at 1e-10 with 2^30 units, 3 now. The exactness bench
 # compares step times at a relative 1e-9.
 REL_TOL = 5e-10
-LP_ROUNDS = 10  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
-LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
-LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
-LP_ACTION_BUDGET = 200_000  # ... or as many as keep (moves x schedule actions) below this
-BRANCH_SOLVES = 120  # LP solves, at most, in the branch phase (_branch_phase)
-BRANCH_ROUNDS = 3  # cutting-plane rounds per branch node before it branches
-BRANCH_SHARE = 0.3  # of a configuration's time left, at most, for the branch phase
-MODEL_BUILD_S = 1e-5  # seconds per path cut and stage to build the CP-SAT model (3e-6 measured, x3)
-PROBE_SOLVES = 400  # LP solves, at most, in the probing phase (_probe_phase)
-PROBE_SHARE = 0.3  # of a configuration's time left, at most, for the probing phase
-LP_SHIFT_ROUNDS = 3  # LP rounds that also simulate the rank shifts, in a polish call (_lp_phase)
-MODE_LIGHTER = 2  # layers of one stage made lighter at once by a mode move (_mode_moves)
 
 ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
 
@@ -128,6 +117,7 @@ def solve_config(
     known_domains: Domains | None = None,
     polish: bool = False,
     probed: bool = False,
+    tuning: SearchTuning = TUNING,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably.
     `prove=False`: the LP's cutting planes and probing only, no branching and no CP-SAT
@@ -192,7 +182,9 @@ def solve_config(
     for known in hinted:
         consider(known.partition, known)
     if (descend or polish) and split == "any" and result.best is not None:
-        for better in _descend(inputs, result.best, modes, time_left=time_left, polish=polish):
+        for better in _descend(
+            inputs, result.best, modes, time_left=time_left, polish=polish, tuning=tuning
+        ):
             consider(better.partition, better)
     limit = _bound(bound_s, result.best)
     if limit is not None and _cut_settles(inputs, seeds, limit):
@@ -211,8 +203,9 @@ def solve_config(
     # `known_paths` (a capped first pass) has had its LP rounds (their cuts are among the
     # known paths). No integer program runs between the LP and CP-SAT: inside the domains and
     # the branching's hull, CP-SAT settles what one would, faster.
-    rounds = LP_ROUNDS if split == "any" and not known_paths else 0
-    lp = CutLP(inputs, modes) if inputs.num_stages * inputs.num_layers <= LP_MAX_CELLS else None
+    rounds = tuning.lp_rounds if split == "any" and not known_paths else 0
+    cells = inputs.num_stages * inputs.num_layers
+    lp = CutLP(inputs, modes) if cells <= tuning.lp_max_cells else None
 
     def lp_settles() -> bool:
         limit = lambda: _bound(bound_s, result.best)  # noqa: E731
@@ -224,7 +217,8 @@ def solve_config(
             time_left,
             rounds,
             domains=result.domains,
-            shift_rounds=LP_SHIFT_ROUNDS if polish else 0,
+            shift_rounds=tuning.lp_shift_rounds if polish else 0,
+            tuning=tuning,
         ):
             return lp is not None
         if split != "any":
@@ -238,13 +232,15 @@ def solve_config(
         # probing to the end settles it in 0.8 s.
         closed = False
         if not result.probed:
-            closed, result.domains = _probe_phase(lp, limit, time_left, result, result.domains)
+            closed, result.domains = _probe_phase(
+                lp, limit, time_left, result, result.domains, tuning=tuning
+            )
         if closed:
             return True
         if not prove:  # branching is a proof device: left to the call that proves (the
             return False  # driver's first pass, right after: 1008B 1.71 -> 1.50 s)
         closed, hull = _branch_phase(
-            lp, seeds, limit, consider, time_left, result, root=result.domains
+            lp, seeds, limit, consider, time_left, result, root=result.domains, tuning=tuning
         )
         if not closed and hull is not None:
             result.domains = intersect(result.domains, hull)
@@ -266,8 +262,8 @@ def solve_config(
         # cuts on 105 stages) that no limit interrupts, and CP-SAT loads it before its own
         # clock starts: not begun without twice a generous estimate left (529.6B at a 1 s
         # limit ended at 1.22 s building one).
-        model_s = MODEL_BUILD_S * len(collected) * inputs.num_stages  # to build or to load
-        if left() <= (2 * model_s if model is None else 0.0):
+        model_s = tuning.model_build_s * len(collected) * inputs.num_stages  # build or load
+        if left() <= (tuning.model_build_margin * model_s if model is None else 0.0):
             result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
             return result
         model = cp_model()
@@ -323,6 +319,7 @@ def improve_config(
     hints: tuple[Partition, ...],
     descend: bool = True,
     time_left: Callable[[], float] | None = None,
+    tuning: SearchTuning = TUNING,
 ) -> list[Scored]:
     """The heuristic part of solve_config alone: the hints scored and (with `descend`) the
     hill climb from the best feasible one. Cheap next to a proof; run on every configuration
@@ -332,7 +329,7 @@ def improve_config(
     feasible = [sc for sc in out if sc.score.feasible]
     if descend and feasible:
         best = min(feasible, key=lambda sc: sc.score.step_time_s)
-        out += _descend(inputs, best, modes, time_left=time_left)
+        out += _descend(inputs, best, modes, time_left=time_left, tuning=tuning)
     return out
 
 
@@ -342,9 +339,10 @@ def _lp_phase(
     limit: Callable[[], float | None],
     consider: Callable[[Partition], Scored],
     time_left: Callable[[], float] | None = None,
-    rounds: int = LP_ROUNDS,
+    rounds: int = TUNING.lp_rounds,
     domains: Domains | None = None,
     shift_rounds: int = 0,
+    tuning: SearchTuning = TUNING,
 ) -> bool:
     """Cutting planes on the LP relaxation (planner.search.cutlp): solve the LP, round its
     fractional split to a partition (modes re-picked for the cap), simulate it and its
@@ -353,8 +351,8 @@ def _lp_phase(
     stops when a round adds no new path or after `rounds` (0: the LP floor alone). The
     partitions it simulates may also improve the incumbent. Each round simulates first the
     neighbours that move the boundaries whose LP position is least clear (fraction nearest
-    one half): all of them while moves x schedule actions stays under LP_ACTION_BUDGET, at
-    least LP_MOVES. `domains`: count domains holding every better partition (the LP is
+    one half): all of them while moves x schedule actions stays under tuning.lp_action_budget, at
+    least tuning.lp_moves. `domains`: count domains holding every better partition (the LP is
     solved inside them). In the first `shift_rounds` rounds the rounded point's rank shifts
     (_rank_shifts(single=True)) are simulated too: the paths of other chunk splits of the
     same rank counts, which CP-SAT would otherwise find one solve at a time. Only for the
@@ -369,7 +367,7 @@ def _lp_phase(
         lp.count_run(counted_run(inputs))
         lp.set_count_bounds(domains)
     n = inputs.num_layers
-    moves = _moves(inputs)
+    moves = _moves(inputs, tuning)
     for done in range(rounds + 1):
         bound = limit()
         if bound is None or (time_left is not None and time_left() <= 0):
@@ -390,7 +388,7 @@ def _lp_phase(
             if time_left is None or time_left() > 0
         )
         if not fresh:  # stalled: the other roundings of the unclear boundaries
-            for split in _roundings(part, point.stage_layers, order[:LP_MOVES]):
+            for split in _roundings(part, point.stage_layers, order[: tuning.lp_moves]):
                 if time_left is not None and time_left() <= 0:
                     break
                 fresh += _probe(lp, seeds, consider, repaired(inputs, split, modes))[1]
@@ -407,6 +405,7 @@ def _branch_phase(
     time_left: Callable[[], float] | None = None,
     result: ConfigResult | None = None,
     root: Domains | None = None,
+    tuning: SearchTuning = TUNING,
 ) -> tuple[bool, Domains | None]:
     """Branch and bound on how many layers of the largest run (a GPT's blocks) each pipeline
     rank holds, then each stage, with the cut LP at every node. True if every node's LP floor
@@ -422,9 +421,9 @@ def _branch_phase(
     the LP point. There each LP floor is a lower bound: with the same cut rows it reached 1.005
     - 1.046 of the incumbent in 8 solves of 3 ms. Where every rank's count is whole, the
     stage whose count is furthest from whole splits the node in two (count <= floor, >=
-    ceil). Each node first runs up to BRANCH_ROUNDS cutting-plane rounds (its rounded point
+    ceil). Each node first runs up to tuning.branch_rounds cutting-plane rounds (its rounded point
     simulated, its critical path added: valid at every node). A node whose counts are all
-    whole stays open (nothing to branch on); so do the nodes left after BRANCH_SOLVES LP
+    whole stays open (nothing to branch on); so do the nodes left after tuning.branch_solves LP
     solves or when the time is up. Returns (True, _) if every node closed, else (False, the
     hull of the open nodes): every better partition lies in an open node, so in their hull,
     which CP-SAT and later calls start from (529.6B's winner, pp = 21 zbv: the branching had
@@ -435,7 +434,7 @@ def _branch_phase(
     if pp < 2:
         return False, root
     lp.count_run(g)
-    time_left = _share(time_left, BRANCH_SHARE) if time_left is not None else None
+    time_left = _share(time_left, tuning.branch_share) if time_left is not None else None
     free = tuple((0, total) for _ in range(pp + inputs.num_stages))
     stack = [root if root is not None else free]  # root: the probing phase's domains
     solves = 0
@@ -445,11 +444,11 @@ def _branch_phase(
             node = stack.pop()
             lp.set_count_bounds(node)
             point = None
-            for _ in range(BRANCH_ROUNDS):
+            for _ in range(tuning.branch_rounds):
                 bound = limit()
                 if (
                     bound is None
-                    or solves >= BRANCH_SOLVES
+                    or solves >= tuning.branch_solves
                     or (time_left is not None and time_left() <= 0)
                 ):
                     return False, _hull([*open_nodes, node, *stack])
@@ -491,6 +490,7 @@ def _probe_phase(
     time_left: Callable[[], float] | None = None,
     result: ConfigResult | None = None,
     start: Domains | None = None,
+    tuning: SearchTuning = TUNING,
 ) -> tuple[bool, Domains | None]:
     """Probing on the counted run's layers per rank and per stage (the rows of
     _branch_phase), with the cut LP: for each count k at the LP point's value c_k, the LP
@@ -500,7 +500,7 @@ def _probe_phase(
     _) if the whole domain closes (nothing beats the bound), else (False, the domains, None
     if none shrank); every better partition lies inside them, whatever bound at or below
     this one is asked later. `result.probed` says whether it reached a fixed point (no
-    domain shrinks) rather than its share of the time or PROBE_SOLVES.
+    domain shrinks) rather than its share of the time or tuning.probe_solves.
 
     Why: the branching's cover splits a node into one child per rank, and its tree grows
     with pp; probing shrinks every domain at once and keeps what it learns. 145.6B's winner
@@ -515,7 +515,7 @@ def _probe_phase(
     lp.count_run(g)
     free: Domains = tuple((0, total) for _ in range(inputs.pp + inputs.num_stages))
     dom = list(start if start is not None else free)
-    time_left = _share(time_left, PROBE_SHARE) if time_left is not None else None
+    time_left = _share(time_left, tuning.probe_share) if time_left is not None else None
     solves = 0
     if result is not None:
         result.probed = False
@@ -530,7 +530,7 @@ def _probe_phase(
         return point.reaches(bound), point
 
     def spent() -> bool:
-        return solves >= PROBE_SOLVES or (time_left is not None and time_left() <= 0)
+        return solves >= tuning.probe_solves or (time_left is not None and time_left() <= 0)
 
     try:
         while not spent():
@@ -621,11 +621,11 @@ def _share(time_left: Callable[[], float], share: float) -> Callable[[], float]:
     return lambda: time_left() - stop
 
 
-def _moves(inputs: PartitionInputs) -> int:
+def _moves(inputs: PartitionInputs, tuning: SearchTuning = TUNING) -> int:
     """Neighbours to simulate per cutting-plane round: as many as keep moves x schedule
-    actions under LP_ACTION_BUDGET, at least LP_MOVES."""
+    actions under tuning.lp_action_budget, at least tuning.lp_moves."""
     actions = num_actions(schedule_of(inputs))
-    return max(LP_MOVES, LP_ACTION_BUDGET // max(1, actions))
+    return max(tuning.lp_moves, tuning.lp_action_budget // max(1, actions))
 
 
 def _roundings(
@@ -743,9 +743,9 @@ def _descend(
     inputs: PartitionInputs,
     start: Scored,
     modes: tuple[RecomputeMode, ...],
-    rounds: int = 24,
     time_left: Callable[[], float] | None = None,
     polish: bool = False,
+    tuning: SearchTuning = TUNING,
 ) -> list[Scored]:
     """Hill climbing on the stage split (a heuristic, for a better incumbent and hint: the
     optimum often splits layers unevenly inside a rank, which no balanced split finds): move
@@ -760,6 +760,7 @@ def _descend(
     path: list[Scored] = []
     cur = start
     seen = {start.partition.bounds}
+    rounds = tuning.descend_rounds
     for _ in range(rounds):
         step: Scored | None = None
         for moves in (_neighbours, lambda p: _rank_shifts(p, inputs.stage_rank, single=polish)):
@@ -782,7 +783,7 @@ def _descend(
         path.append(cur)
     for _ in range(rounds if polish else 0):  # then the recompute modes at the split reached
         step = None
-        for part in _mode_moves(cur.partition, inputs.stage_rank, modes):
+        for part in _mode_moves(cur.partition, inputs.stage_rank, modes, tuning.mode_lighter):
             if time_left is not None and time_left() <= 0:
                 return path
             sc = Scored(part, score(inputs, part))
@@ -798,7 +799,10 @@ def _descend(
 
 
 def _mode_moves(
-    part: Partition, stage_rank: tuple[int, ...], modes: tuple[RecomputeMode, ...]
+    part: Partition,
+    stage_rank: tuple[int, ...],
+    modes: tuple[RecomputeMode, ...],
+    lighter_at_once: int = TUNING.mode_lighter,
 ) -> list[Partition]:
     """Partitions with the same split and one rank's recompute moved: one layer of stage A one
     mode lighter and, in a stage B of the same rank (A itself included), the first k layers
@@ -820,7 +824,7 @@ def _mode_moves(
     for on_rank in rank_stages(stage_rank):
         for a in on_rank:
             heavy = [i for i in reversed(range(b[a], b[a + 1])) if level[cur[i]] > 0]
-            heavy = heavy[:MODE_LIGHTER]
+            heavy = heavy[:lighter_at_once]
             down = list(cur)
             for lighter in heavy:
                 down[lighter] = order[level[cur[lighter]] - 1]

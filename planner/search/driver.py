@@ -43,7 +43,9 @@ from planner.search.domains import Domains
 from planner.search.exact import (
     REL_TOL,
     ConfigResult,
+    Known,
     Scored,
+    SolveLimits,
     improve_config,
     solve_config,
 )
@@ -540,21 +542,22 @@ def _visit(
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split)
     else:
+        known = Known(
+            paths=entry.known_paths,
+            scored_hints=entry.seeds,
+            descended=entry.descended,
+            domains=entry.known_domains,
+            probed=entry.probed,
+        )
+        limits = SolveLimits(left, time_left, request.search.workers, request.search.seed)
         res = solve_config(
             inputs,
             modes=cfg.modes,
             split=split,
             bound_s=bound,
             hints=() if entry.seeds else _split_hints(entry, n, split),
-            scored_hints=entry.seeds,
-            descend=not entry.descended,
-            time_limit_s=left,
-            workers=request.search.workers,
-            seed=request.search.seed,
-            time_left=time_left,
-            known_paths=entry.known_paths,
-            known_domains=entry.known_domains,
-            probed=entry.probed,
+            known=known,
+            limits=limits,
             prove=prove,
             polish=polish,
             tuning=out.tuning,

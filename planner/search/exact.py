@@ -4,13 +4,13 @@ For one configuration:
 
 1. Seed the model with one path cut per pipeline rank (its busy time: every action of the
    rank in order is a path) and the critical paths of the hint partitions.
-2. Cutting planes on the LP relaxation (_lp_phase, planner.search.cutlp): round the LP's
+2. Cutting planes on the LP relaxation (lp_phase, planner.search.cutlp): round the LP's
    fractional split, simulate it and its neighbours, add their critical paths; the LP alone
    may already reach K (below) and settle the configuration. All of it inside the count
    domains that the whole-layer floors give (planner.search.domains: each rank's and
-   stage's count of blocks, no solver). Then probing (_probe_phase): each count's domain
+   stage's count of blocks, no solver). Then probing (probe_phase): each count's domain
    is cut wherever that LP proves a side holds nothing better; then branch and bound on
-   those counts with the LP at every node (_branch_phase): whole layers close most of the
+   those counts with the LP at every node (branch_phase): whole layers close most of the
    LP's remaining gap. The domains (and the hull of the nodes the branching leaves open)
    also bound CP-SAT.
 3. Solve: with an incumbent, any partition with T + P <= K (a feasibility problem: T + P is a
@@ -86,6 +86,28 @@ class ConfigResult:
     probed: bool = False  # ... and the probing phase ran to its fixed point on them
 
 
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What probe_phase proved: `closed` (nothing beats the bound), else the count `domains`
+    holding every better partition; `probed`: it reached its fixed point; `solves`: LP
+    solves spent."""
+
+    closed: bool
+    domains: Domains | None
+    probed: bool
+    solves: int
+
+
+@dataclass(frozen=True)
+class BranchOutcome:
+    """What branch_phase proved: `closed` (every node's LP floor reaches the bound), else the
+    `hull` of the nodes left open; `solves`: LP solves spent."""
+
+    closed: bool
+    hull: Domains | None
+    solves: int
+
+
 def horizon_s(inputs: PartitionInputs) -> float:
     """An upper bound of any path's length plus the post time: every action once, every
     boundary crossed twice per micro-batch."""
@@ -98,73 +120,32 @@ def horizon_s(inputs: PartitionInputs) -> float:
     return m * work + lags + sum(inputs.post_s) + 1e-9
 
 
-def solve_config(
-    inputs: PartitionInputs,
-    *,
-    modes: tuple[RecomputeMode, ...],
-    split: StageSplit = "any",
-    bound_s: float | None = None,
-    hints: tuple[Partition, ...] = (),
-    time_limit_s: float = 10.0,
-    workers: int = 2,
-    seed: int = 0,
-    neighbours: bool = True,
-    time_left: Callable[[], float] | None = None,
-    known_paths: tuple[PathCut, ...] = (),
-    scored_hints: tuple[Scored, ...] = (),
-    descend: bool = True,
-    prove: bool = True,
-    known_domains: Domains | None = None,
-    polish: bool = False,
-    probed: bool = False,
-    tuning: SearchTuning = TUNING,
-) -> ConfigResult:
-    """Find the partition with the lowest simulated step time under the cap, provably.
-    `prove=False`: the LP's cutting planes and probing only, no branching and no CP-SAT
-    (status FEASIBLE unless a floor settled it): their better partitions without the cost
-    of a proof.
-    `known_paths`: path cuts of this configuration found before (an earlier, capped call's
-    `paths`), added to the seeds: every path is a valid cut for every partition.
-    `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
-    run too, see improve_config). `known_domains`: an earlier call's `domains` (valid
-    against any bound at or below the one they were proven for); `probed`: its `probed`.
-    `polish`: the hill climb's costlier moves from the best hint (_descend(polish=True)),
-    even with `descend=False`."""
-    sched = schedule_of(inputs)
-    result = ConfigResult(status="UNKNOWN", best=None)
-    seeds = seed_cuts(sched)
-    seeds += [cut for cut in dict.fromkeys(known_paths) if cut not in seeds]
-    result.paths = seeds
-    if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
-        result.status = "BOUNDED"  # the whole-layer cut floor reaches the bound: no solve
-        return result
-    hinted = [*scored_hints, *(Scored(h, score(inputs, h)) for h in hints)]
-    reference = min((sc.score.step_time_s for sc in hinted), default=None)
-    collected = set(seeds)
-    result.cuts = len(collected)
-    # The CP-SAT model is built when first needed (most configurations are settled by a
-    # floor before it), with every path cut collected so far.
-    model: PartitionModel | None = None
-    result.domains, result.probed = known_domains, probed
+class Collector:
+    """The path cuts and scored partitions of one configuration's solve.
 
-    def cp_model() -> PartitionModel:
-        nonlocal model
-        if model is None:
-            model = PartitionModel(
-                inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
-            )
-            for cut in seeds:
-                model.add_path_cut(cut)
-            if result.domains is not None:
-                model.add_count_bounds(counted_run(inputs), result.domains)
-        return model
+    Every partition a phase simulates goes through `consider`: its critical path becomes a
+    cut (in `seeds`, which the LP reads, and in the CP-SAT model once it is built), a
+    partition over the cap adds the memory rows it breaks to the model, and the best feasible
+    one is kept in `result.best`. The phases share this one object instead of closures."""
 
-    def consider(part: Partition, known: Scored | None = None) -> Scored:
-        scored = known if known is not None else Scored(part, score(inputs, part))
-        sc = scored.score
-        _, cut = critical_path(sched, durations_of(sc))
-        if cut not in collected:
-            collected.add(cut)
+    def __init__(self, inputs: PartitionInputs, seeds: list[PathCut], result: ConfigResult):
+        self.inputs = inputs
+        self.sched = schedule_of(inputs)
+        self.seeds = seeds
+        self.collected = set(seeds)
+        self.result = result
+        self.model: PartitionModel | None = None
+        self.reference_s: float | None = None  # the model's time scale: the best hint's
+        result.paths = seeds
+        result.cuts = len(self.collected)
+
+    def consider(self, part: Partition, known: Scored | None = None) -> Scored:
+        """Score `part` (or take `known`, its score) and learn from it (class docstring)."""
+        scored = known if known is not None else Scored(part, score(self.inputs, part))
+        sc, result, model = scored.score, self.result, self.model
+        _, cut = critical_path(self.sched, durations_of(sc))
+        if cut not in self.collected:
+            self.collected.add(cut)
             result.cuts += 1
             if model is not None:
                 model.add_path_cut(cut)
@@ -173,100 +154,233 @@ def solve_config(
             for r, peak in enumerate(sc.rank_peaks):
                 if peak.point is not None and sc.rank_memory_bytes[r] > sc.cap_bytes:
                     model.add_memory_row(r, peak.point)
-        seeds.append(cut)
+        self.seeds.append(cut)
         result.evaluated.append(scored)
         if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):
             result.best = scored
         return scored
 
-    for known in hinted:
-        consider(known.partition, known)
-    if (descend or polish) and split == "any" and result.best is not None:
-        for better in _descend(
-            inputs, result.best, modes, time_left=time_left, polish=polish, tuning=tuning
-        ):
-            consider(better.partition, better)
+    def cp_model(self, modes: tuple[RecomputeMode, ...], split: StageSplit) -> PartitionModel:
+        """The CP-SAT model, built on first use (most configurations are settled by a floor
+        before it) with every path cut collected so far and the count domains proven."""
+        if self.model is None:
+            inputs, result = self.inputs, self.result
+            model = PartitionModel(
+                inputs,
+                modes=modes,
+                split=split,
+                horizon_s=horizon_s(inputs),
+                reference_s=self.reference_s,
+            )
+            for cut in self.seeds:
+                model.add_path_cut(cut)
+            if result.domains is not None:
+                model.add_count_bounds(counted_run(inputs), result.domains)
+            self.model = model
+        return self.model
+
+
+@dataclass(frozen=True)
+class SolveLimits:
+    """How far one solve_config call may go: CP-SAT's `time_limit_s` (charged with its own
+    wall time) and, if given, `time_left` (the driver's clock); `workers` and `seed` are
+    CP-SAT's."""
+
+    time_limit_s: float = 10.0
+    time_left: Callable[[], float] | None = None
+    workers: int = 2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Known:
+    """What earlier work on this configuration learned (all valid for any later, lower
+    bound): `paths`, the path cuts of an earlier, capped call; `scored_hints`, hints already
+    scored (with `descended`: the hill climb from them was run too, see improve_config);
+    `domains`, an earlier call's count domains, and `probed`, whether probing reached its
+    fixed point on them."""
+
+    paths: tuple[PathCut, ...] = ()
+    scored_hints: tuple[Scored, ...] = ()
+    descended: bool = False
+    domains: Domains | None = None
+    probed: bool = False
+
+
+def solve_config(
+    inputs: PartitionInputs,
+    *,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit = "any",
+    bound_s: float | None = None,
+    hints: tuple[Partition, ...] = (),
+    known: Known = Known(),
+    limits: SolveLimits = SolveLimits(),
+    prove: bool = True,
+    polish: bool = False,
+    neighbours: bool = True,
+    tuning: SearchTuning = TUNING,
+) -> ConfigResult:
+    """Find the partition with the lowest simulated step time under the cap, provably
+    (module docstring): the phases in order, each settling it or handing on what it learned
+    (heuristic_phase, floor_phase, lp_phase, probe_phase, branch_phase, cpsat_phase).
+    `prove=False`: the LP's cutting planes and probing only, no branching and no CP-SAT
+    (status FEASIBLE unless a floor settled it): their better partitions without the cost
+    of a proof. `polish`: the hill climb's costlier moves from the best hint
+    (_descend(polish=True)), even when `known.descended`. `neighbours`: see cpsat_phase."""
+    result = ConfigResult(status="UNKNOWN", best=None)
+    seeds = seed_cuts(schedule_of(inputs))
+    seeds += [cut for cut in dict.fromkeys(known.paths) if cut not in seeds]
+    if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
+        result.paths, result.status = seeds, "BOUNDED"  # the whole-layer cut floor: no solve
+        return result
+    col = Collector(inputs, seeds, result)
+    result.domains, result.probed = known.domains, known.probed
+    hinted = (*known.scored_hints, *(Scored(h, score(inputs, h)) for h in hints))
+    col.reference_s = min((sc.score.step_time_s for sc in hinted), default=None)
+    heuristic_phase(
+        col,
+        modes,
+        split,
+        hinted,
+        descend=not known.descended,
+        polish=polish,
+        time_left=limits.time_left,
+        tuning=tuning,
+    )
     limit = _bound(bound_s, result.best)
-    if limit is not None and _cut_settles(inputs, seeds, limit):
+    if limit is not None and floor_phase(col, limit):
         result.status = _settled(result, bound_s)
         return result
-    if limit is not None:  # the whole-layer floors' domains: the phases below start inside
-        result.domains = intersect(
-            result.domains, whole_layer_domains(inputs, limit * (1 - REL_TOL))
-        )
-        if is_empty(result.domains):
-            result.status = _settled(result, bound_s)
-            return result
     # The LP floor (with its cutting planes, then probing and branching on block counts) may
     # settle it without CP-SAT. Its cutting planes simulate partitions that may break a
     # framework's stage split, so under one only the LP floor runs. A second call with
-    # `known_paths` (a capped first pass) has had its LP rounds (their cuts are among the
+    # `known.paths` (a capped first pass) has had its LP rounds (their cuts are among the
     # known paths). No integer program runs between the LP and CP-SAT: inside the domains and
     # the branching's hull, CP-SAT settles what one would, faster.
-    rounds = tuning.lp_rounds if split == "any" and not known_paths else 0
     cells = inputs.num_stages * inputs.num_layers
-    lp = CutLP(inputs, modes) if cells <= tuning.lp_max_cells else None
-
-    def lp_settles() -> bool:
-        limit = lambda: _bound(bound_s, result.best)  # noqa: E731
-        if lp is None or _lp_phase(
-            lp,
-            seeds,
-            limit,
-            consider,
-            time_left,
-            rounds,
-            domains=result.domains,
-            shift_rounds=tuning.lp_shift_rounds if polish else 0,
-            tuning=tuning,
-        ):
-            return lp is not None
-        if split != "any":
-            return False
-        # probed to its fixed point once per configuration: a later call (after the driver's
-        # visit without proof or a capped first pass) starts from those domains and goes on to
-        # the branching (310.1B 9.8-11.0 -> 8.4-9.5 s, 1008B 7.7-8.0 -> 6.0-7.4 s; re-probing
-        # at the same bound mostly repeated the same LP solves). Probing cut short by its
-        # time share is resumed: at a 60 GiB cap, 310.1B's pp = 20 zbv was probed for 0.41 s
-        # of a capped first pass, then CP-SAT ran 19.8 s without a result in the second;
-        # probing to the end settles it in 0.8 s.
-        closed = False
-        if not result.probed:
-            closed, result.domains = _probe_phase(
-                lp, limit, time_left, result, result.domains, tuning=tuning
-            )
-        if closed:
-            return True
-        if not prove:  # branching is a proof device: left to the call that proves (the
-            return False  # driver's first pass, right after: 1008B 1.71 -> 1.50 s)
-        closed, hull = _branch_phase(
-            lp, seeds, limit, consider, time_left, result, root=result.domains, tuning=tuning
-        )
-        if not closed and hull is not None:
-            result.domains = intersect(result.domains, hull)
-        return closed
-
-    if limit is not None and lp_settles():
-        result.status = _settled(result, bound_s)
-        return result
+    if limit is not None and cells <= tuning.lp_max_cells:
+        rounds = tuning.lp_rounds if split == "any" and not known.paths else 0
+        if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning):
+            result.status = _settled(result, bound_s)
+            return result
     if not prove:  # the cheap phases only (the driver's visit of the improve pass's incumbent)
         result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
         return result
-    budget = time_limit_s
+    result.status = cpsat_phase(
+        col, modes, split, bound_s, limits, neighbours=neighbours, tuning=tuning
+    )
+    return result
+
+
+def heuristic_phase(
+    col: Collector,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    hinted: tuple[Scored, ...],
+    *,
+    descend: bool,
+    polish: bool,
+    time_left: Callable[[], float] | None,
+    tuning: SearchTuning = TUNING,
+) -> None:
+    """The scored hints, then (where the stage split is free) the hill climb from the best
+    feasible one: each partition through `col.consider`."""
+    for sc in hinted:
+        col.consider(sc.partition, sc)
+    best = col.result.best
+    if (descend or polish) and split == "any" and best is not None:
+        for better in _descend(
+            col.inputs, best, modes, time_left=time_left, polish=polish, tuning=tuning
+        ):
+            col.consider(better.partition, better)
+
+
+def floor_phase(col: Collector, limit_s: float) -> bool:
+    """True if the path-cut floor (bounds.cut_floor_s) or the whole-layer count domains
+    (planner.search.domains) show that nothing beats `limit_s`; else the domains are kept in
+    `col.result.domains` for the phases after."""
+    inputs, result = col.inputs, col.result
+    if _cut_settles(inputs, col.seeds, limit_s):
+        return True
+    result.domains = intersect(result.domains, whole_layer_domains(inputs, limit_s * (1 - REL_TOL)))
+    return is_empty(result.domains)
+
+
+def _lp_settles(
+    col: Collector,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    bound_s: float | None,
+    rounds: int,
+    prove: bool,
+    polish: bool,
+    limits: SolveLimits,
+    tuning: SearchTuning,
+) -> bool:
+    """The LP phases in order (lp_phase, then probe_phase once per configuration, then,
+    when proving, branch_phase); True if one shows nothing beats the bound. The domains they
+    prove are kept in `col.result` for CP-SAT and later calls."""
+    result, time_left = col.result, limits.time_left
+    lp = CutLP(col.inputs, modes)
+
+    def limit() -> float | None:
+        return _bound(bound_s, result.best)
+
+    shifts = tuning.lp_shift_rounds if polish else 0
+    if lp_phase(
+        lp, col.seeds, limit, col.consider, time_left, rounds, result.domains, shifts, tuning
+    ):
+        return True
+    if split != "any":
+        return False
+    # Probed to its fixed point once per configuration: a later call (after the driver's
+    # visit without proof or a capped first pass) starts from those domains and goes on to
+    # the branching; probing cut short by its time share is resumed there.
+    if not result.probed:
+        probe = probe_phase(lp, limit, time_left, result.domains, tuning=tuning)
+        result.solver_calls += probe.solves
+        result.domains, result.probed = probe.domains, probe.probed
+        if probe.closed:
+            return True
+    if not prove:  # branching is a proof device: left to the call that proves
+        return False
+    branch = branch_phase(
+        lp, col.seeds, limit, col.consider, time_left, root=result.domains, tuning=tuning
+    )
+    result.solver_calls += branch.solves
+    if not branch.closed and branch.hull is not None:
+        result.domains = intersect(result.domains, branch.hull)
+    return branch.closed
+
+
+def cpsat_phase(
+    col: Collector,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    bound_s: float | None,
+    limits: SolveLimits,
+    *,
+    neighbours: bool = True,
+    tuning: SearchTuning = TUNING,
+) -> ConfigStatus:
+    """Steps 3-5 of the module docstring until CP-SAT proves or the time is out: the status.
+    `neighbours`: simulate each decoded partition's one-boundary neighbours and rank shifts
+    too (their paths are cuts the next solves would otherwise find one at a time)."""
+    inputs, result = col.inputs, col.result
+    budget = limits.time_limit_s
 
     def left() -> float:
-        return min(budget, time_left()) if time_left is not None else budget
+        return min(budget, limits.time_left()) if limits.time_left is not None else budget
 
     while True:
-        # Building the model is Python work of ~3 us per cut and stage (0.3 s with 1,000
-        # cuts on 105 stages) that no limit interrupts, and CP-SAT loads it before its own
-        # clock starts: not begun without twice a generous estimate left (529.6B at a 1 s
-        # limit ended at 1.22 s building one).
-        model_s = tuning.model_build_s * len(collected) * inputs.num_stages  # build or load
-        if left() <= (tuning.model_build_margin * model_s if model is None else 0.0):
-            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
-            return result
-        model = cp_model()
+        # Building the model is Python work per cut and stage that no limit interrupts, and
+        # CP-SAT loads it before its own clock starts: not begun without model_build_margin x
+        # a generous estimate left.
+        model_s = tuning.model_build_s * len(col.collected) * inputs.num_stages  # build or load
+        if left() <= (tuning.model_build_margin * model_s if col.model is None else 0.0):
+            return "FEASIBLE" if result.best is not None else "UNKNOWN"
+        model = col.cp_model(modes, split)
         limit = _bound(bound_s, result.best)
         if limit is not None:
             model.add_objective_bound(_units(limit, model.scale))
@@ -277,25 +391,21 @@ def solve_config(
         # CP-SAT's clock starts once it has loaded the model (about as long as building it)
         out = model.solve(
             time_limit_s=max(left() - model_s, 1e-3),
-            workers=workers,
-            seed=seed,
+            workers=limits.workers,
+            seed=limits.seed,
             feasibility=limit is not None,
         )
         result.solver_calls += 1
         result.solver_wall_s += out.wall_time_s
         budget -= out.wall_time_s
         if out.status == "INFEASIBLE":
-            result.status = _settled(result, bound_s)
-            return result
+            return _settled(result, bound_s)
         if out.partition is None:
-            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
-            return result
-        scored = consider(out.partition)
+            return "FEASIBLE" if result.best is not None else "UNKNOWN"
+        scored = col.consider(out.partition)
         if neighbours and split == "any":  # a move could break a framework's stage split
-            # its one-boundary neighbours, and its rank shifts (one layer between chunks of
-            # one rank or of many, every rank keeping its count): CP-SAT's next partitions
-            # differ from it in how ranks split their blocks between chunks (the domains often
-            # fix every rank's count), so simulating them saves CP-SAT solves.
+            # CP-SAT's next partitions differ from it in how ranks split their blocks between
+            # chunks (the domains often fix every rank's count)
             near_by = (
                 *_neighbours(out.partition),
                 *_rank_shifts(out.partition, inputs.stage_rank, single=True),
@@ -303,7 +413,7 @@ def solve_config(
             for near in near_by:
                 if left() <= 0:
                     break
-                consider(near)
+                col.consider(near)
         limit = _bound(bound_s, result.best)
         if not scored.score.feasible or (
             limit is not None
@@ -333,7 +443,7 @@ def improve_config(
     return out
 
 
-def _lp_phase(
+def lp_phase(
     lp: CutLP,
     seeds: list[PathCut],
     limit: Callable[[], float | None],
@@ -397,16 +507,15 @@ def _lp_phase(
     return False
 
 
-def _branch_phase(
+def branch_phase(
     lp: CutLP,
     seeds: list[PathCut],
     limit: Callable[[], float | None],
     consider: Callable[[Partition], Scored],
     time_left: Callable[[], float] | None = None,
-    result: ConfigResult | None = None,
     root: Domains | None = None,
     tuning: SearchTuning = TUNING,
-) -> tuple[bool, Domains | None]:
+) -> BranchOutcome:
     """Branch and bound on how many layers of the largest run (a GPT's blocks) each pipeline
     rank holds, then each stage, with the cut LP at every node. True if every node's LP floor
     reaches the bound: nothing can beat it.
@@ -432,7 +541,7 @@ def _branch_phase(
     g = counted_run(inputs)
     total, pp, n = layer_runs(inputs)[g].count, inputs.pp, inputs.num_layers
     if pp < 2:
-        return False, root
+        return BranchOutcome(False, root, 0)
     lp.count_run(g)
     time_left = _share(time_left, tuning.branch_share) if time_left is not None else None
     free = tuple((0, total) for _ in range(pp + inputs.num_stages))
@@ -451,11 +560,11 @@ def _branch_phase(
                     or solves >= tuning.branch_solves
                     or (time_left is not None and time_left() <= 0)
                 ):
-                    return False, _hull([*open_nodes, node, *stack])
+                    return BranchOutcome(False, _hull([*open_nodes, node, *stack]), solves)
                 point = lp.solve()
                 solves += 1
                 if point is None:
-                    return False, _hull([*open_nodes, node, *stack])
+                    return BranchOutcome(False, _hull([*open_nodes, node, *stack]), solves)
                 if point.reaches(bound):
                     point = None  # closed (an infeasible node too: its value is inf)
                     break
@@ -469,11 +578,11 @@ def _branch_phase(
                 open_nodes.append(node)
             else:
                 stack.extend(children)
-        return (False, _hull(open_nodes)) if open_nodes else (True, None)
+        if open_nodes:
+            return BranchOutcome(False, _hull(open_nodes), solves)
+        return BranchOutcome(True, None, solves)
     finally:
-        lp.set_count_bounds(free)
-        if result is not None:
-            result.solver_calls += solves
+        lp.set_count_bounds(free)  # the LP is shared with the phases after
 
 
 def _hull(nodes: list[Domains]) -> Domains:
@@ -484,23 +593,22 @@ def _hull(nodes: list[Domains]) -> Domains:
     )
 
 
-def _probe_phase(
+def probe_phase(
     lp: CutLP,
     limit: Callable[[], float | None],
     time_left: Callable[[], float] | None = None,
-    result: ConfigResult | None = None,
     start: Domains | None = None,
     tuning: SearchTuning = TUNING,
-) -> tuple[bool, Domains | None]:
+) -> ProbeOutcome:
     """Probing on the counted run's layers per rank and per stage (the rows of
-    _branch_phase), with the cut LP: for each count k at the LP point's value c_k, the LP
+    branch_phase), with the cut LP: for each count k at the LP point's value c_k, the LP
     with count_k >= floor(c_k) + 1 and with count_k <= ceil(c_k) - 1; a side whose LP floor
     reaches the bound holds no better partition, so the domain of k shrinks to the other
-    side. Repeated while a domain shrinks (each shrink moves the LP point). Returns (True,
-    _) if the whole domain closes (nothing beats the bound), else (False, the domains, None
-    if none shrank); every better partition lies inside them, whatever bound at or below
-    this one is asked later. `result.probed` says whether it reached a fixed point (no
-    domain shrinks) rather than its share of the time or tuning.probe_solves.
+    side. Repeated while a domain shrinks (each shrink moves the LP point). Returns closed
+    if the whole domain closes (nothing beats the bound), else the domains (`start` if none
+    shrank); every better partition lies inside them, whatever bound at or below this one is
+    asked later. `probed` says whether it reached a fixed point (no domain shrinks) rather
+    than its share of the time or tuning.probe_solves.
 
     Why: the branching's cover splits a node into one child per rank, and its tree grows
     with pp; probing shrinks every domain at once and keeps what it learns. 145.6B's winner
@@ -509,7 +617,7 @@ def _probe_phase(
     domains refutes a better partition in 0.01 s instead of 1.3 s."""
     inputs = lp.inputs
     if inputs.pp < 2:
-        return False, start
+        return ProbeOutcome(False, start, False, 0)
     g = counted_run(inputs)
     total = layer_runs(inputs)[g].count
     lp.count_run(g)
@@ -517,8 +625,7 @@ def _probe_phase(
     dom = list(start if start is not None else free)
     time_left = _share(time_left, tuning.probe_share) if time_left is not None else None
     solves = 0
-    if result is not None:
-        result.probed = False
+    probed = False
 
     def closes(domains: list[tuple[int, int]], bound: float) -> tuple[bool, LpPoint | None]:
         nonlocal solves
@@ -539,7 +646,7 @@ def _probe_phase(
                 break
             shut, point = closes(dom, bound)
             if shut:
-                return True, tuple(dom)
+                return ProbeOutcome(True, tuple(dom), False, solves)
             if point is None:
                 break
             values = (*point.rank_counts, *point.run_stage_counts)
@@ -562,17 +669,17 @@ def _probe_phase(
                 ):
                     dom[k] = (down + 1, hi)
                     shrunk = True
-                if dom[k][0] > dom[k][1]:
-                    return True, tuple(dom)  # both sides closed: nothing better anywhere
+                if dom[k][0] > dom[k][1]:  # both sides closed: nothing better anywhere
+                    return ProbeOutcome(True, tuple(dom), False, solves)
             if not shrunk:
-                if result is not None and not spent():  # (spent: the round was cut short)
-                    result.probed = True  # a fixed point: nothing more to learn at this bound
+                # a fixed point: nothing more to learn at this bound (unless the round was
+                # cut short by the budget)
+                probed = not spent()
                 break
     finally:
-        lp.set_count_bounds(free)
-        if result is not None:
-            result.solver_calls += solves
-    return False, (tuple(dom) if tuple(dom) != free else start)
+        lp.set_count_bounds(free)  # the LP is shared with the phases after
+    kept = tuple(dom) if tuple(dom) != free else start
+    return ProbeOutcome(False, kept, probed, solves)
 
 
 def _children(
@@ -582,7 +689,7 @@ def _children(
     total: int,
 ) -> list[tuple[tuple[int, int], ...]] | None:
     """A cover of `node` (per rank, then per stage, (lo, hi) of the counted run's layers)
-    that cuts off the LP point (_branch_phase); None if its counts are all whole."""
+    that cuts off the LP point (branch_phase); None if its counts are all whole."""
     pp = len(rank_counts)
 
     def narrowed(k: int, lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:

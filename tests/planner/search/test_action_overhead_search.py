@@ -10,7 +10,7 @@ import random
 import pytest
 
 from planner.search.bounds import cut_floor_s
-from planner.search.exact import horizon_s, solve_config
+from planner.search.exact import SolveLimits, horizon_s, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import HORIZON_UNITS, PartitionModel
 from planner.search.partition import durations_of, schedule_of, score
@@ -52,7 +52,7 @@ def test_config_solve_and_floors_with_overhead(seed: int) -> None:
     base = gpt_inputs(rng, schedule, vpp)
     inputs = dataclasses.replace(base, action_overhead=random_overhead(rng, 1.0))
     oracle = exhaustive_config(inputs, modes=MODES).best
-    got = solve_config(inputs, modes=MODES, time_limit_s=60, workers=1).best
+    got = solve_config(inputs, modes=MODES, limits=SolveLimits(time_limit_s=60, workers=1)).best
     assert (got is None) == (oracle is None)
     if oracle is None or got is None:
         return

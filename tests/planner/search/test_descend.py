@@ -13,6 +13,7 @@ from planner.cost import MODE_INDEX, PartitionInputs
 from planner.schedules.ir import stage_to_rank
 from planner.search.exact import (
     Scored,
+    SolveLimits,
     _descend,
     _mode_moves,
     _rank_shifts,
@@ -41,7 +42,7 @@ def test_descend_improves_strictly_and_keeps_the_optimum(seed: int) -> None:
         assert again.step_time_s == step.score.step_time_s < prev
         prev = step.score.step_time_s
     oracle = exhaustive_config(inputs, modes=MODES).best
-    got = solve_config(inputs, modes=MODES, hints=(start,), workers=1).best
+    got = solve_config(inputs, modes=MODES, hints=(start,), limits=SolveLimits(workers=1)).best
     assert (oracle is None) == (got is None)
     if oracle is not None and got is not None:
         assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)

@@ -57,8 +57,7 @@ from planner.specs.base import RecomputeMode
 # Proof tolerance: a partition must beat the incumbent by more than this relative margin. It
 # must exceed the model's rounding (model.HORIZON_UNITS), or partitions that tie the incumbent
 # (moves inside a non-critical rank, recompute on idle layers) are excluded one no-good at a
-# time: 158 solves for 7.5B's pp=2 zbv at 1e-10 with 2^30 units, 3 now. The exactness bench
-# compares step times at a relative 1e-9.
+# time. The exactness bench compares step times at a relative 1e-9.
 REL_TOL = 5e-10
 
 ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
@@ -461,15 +460,15 @@ def lp_phase(
     stops when a round adds no new path or after `rounds` (0: the LP floor alone). The
     partitions it simulates may also improve the incumbent. Each round simulates first the
     neighbours that move the boundaries whose LP position is least clear (fraction nearest
-    one half): all of them while moves x schedule actions stays under tuning.lp_action_budget, at
-    least tuning.lp_moves. `domains`: count domains holding every better partition (the LP is
-    solved inside them). In the first `shift_rounds` rounds the rounded point's rank shifts
-    (_rank_shifts(single=True)) are simulated too: the paths of other chunk splits of the
-    same rank counts, which CP-SAT would otherwise find one solve at a time. Only for the
-    incumbent's configuration (solve_config(polish=True)), three rounds: there they are
-    needed for the proof (529.6B 3.78 -> 3.15 s, 1008B 1.51 -> 1.85 s); in all ten rounds,
-    or in every configuration's LP phase, the extra rows slowed the LP more than they helped
-    (1008B 2.1 s, 310.1B 3.9 s)."""
+    one half): all of them while moves x schedule actions stays under
+    tuning.lp_action_budget, at least tuning.lp_moves. `domains`: count domains holding
+    every better partition (the LP is solved inside them). In the first `shift_rounds`
+    rounds the rounded point's rank shifts (_rank_shifts(single=True)) are simulated too:
+    the paths of other chunk splits of the same rank counts, which CP-SAT would otherwise
+    find one solve at a time. Only for the incumbent's configuration
+    (solve_config(polish=True)), tuning.lp_shift_rounds rounds: there they serve the proof;
+    in every round, or in every configuration's LP phase, the extra rows slow the LP more
+    than they help."""
     inputs, modes = lp.inputs, lp.modes
     for cut in seeds:
         lp.add_cut(cut)
@@ -859,8 +858,8 @@ def _descend(
     one boundary by one layer, re-pick the recompute modes for the cap (hints.repaired), take
     the first strict improvement; where none improves, the rank shifts (_rank_shifts: one
     layer between adjacent chunks on many ranks at once); repeat. (The first improvement,
-    not the best of a round: two runs each, 310.1B 8.8-9.1 -> 7.1-7.7 s, 1008B 6.5-6.9 ->
-    5.6-6.3 s, the same plans.) Returns the partitions it moved through. `polish`: the rank
+    not the best of a round: it reaches the same plans with fewer scores.) Returns the
+    partitions it moved through. `polish`: the rank
     shifts also move one rank alone, and at the split reached, the recompute moves between a
     rank's stages (_mode_moves) climb the same way (best improvement per round); ~3x the
     scores, so only for the configuration of a new incumbent (solve_config)."""

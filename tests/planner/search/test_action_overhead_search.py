@@ -16,10 +16,9 @@ from planner.search.model import HORIZON_UNITS, PartitionModel
 from planner.search.partition import durations_of, schedule_of, score
 from planner.search.paths import critical_path
 from planner.specs.model import ActionOverhead
-from tests.planner.search.test_cutlp import lp_floor
 
+from .cases import MODES, SCHEDULES, gpt_inputs, lp_floor, path_cuts, random_partition
 from .random_requests import assert_agrees_with_exhaustive, random_request
-from .test_integer_floor import MODES, SCHEDULES, gpt_inputs, path_cuts, random_partition
 
 
 def random_overhead(rng: random.Random, scale: float) -> ActionOverhead:

@@ -18,9 +18,8 @@ from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
-from tests.planner.search.test_probe_phase import _counts, _inside
-from tests.planner.search.test_recompute_curve import mixed_case
+
+from .cases import SCHEDULES, gpt_inputs, inside, mixed_case, path_cuts, run_counts
 
 THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
@@ -60,7 +59,7 @@ def test_the_branch_phase_never_refutes_a_better_partition(seed: int) -> None:
             if sc.score.feasible and sc.score.step_time_s < bound
         ]
         assert below
-        assert all(_inside(_counts(inputs, part), hull) for part in below)
+        assert all(inside(run_counts(inputs, part), hull) for part in below)
 
 
 def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:

@@ -24,8 +24,8 @@ from planner.search.hints import quick_partition
 from planner.search.partition import Partition, score
 from planner.search.tuning import TUNING
 from planner.specs.base import ScheduleName
-from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs, pipeline_inputs
-from tests.planner.search.test_recompute_curve import THREE, mixed_case
+
+from .cases import MODES, SCHEDULES, THREE, gpt_inputs, mixed_case, pipeline_inputs
 
 
 @pytest.mark.parametrize("seed", range(15))

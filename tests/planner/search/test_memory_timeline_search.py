@@ -18,7 +18,8 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.model import seed_points
 from planner.specs import Candidate, PlanRequest
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import pipeline_inputs
+
+from .cases import pipeline_inputs
 
 MODES: tuple[RecomputeMode, ...] = ("none", "full")
 

@@ -9,33 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
-from planner.search.domains import Domains, counted_run
 from planner.search.exact import SolveLimits, probe_phase, solve_config
 from planner.search.exhaustive import exhaustive_config
-from planner.search.model import layer_runs
-from planner.search.partition import Partition
-from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import path_cuts
-from tests.planner.search.test_recompute_curve import mixed_case
 
-THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
-
-
-def _counts(inputs: PartitionInputs, part: Partition) -> list[int]:
-    """Per rank, then per stage: the counted run's layers (what the domains bound)."""
-    run = layer_runs(inputs)[counted_run(inputs)]
-    inside = range(run.first, run.first + run.count)
-    stage = [sum(1 for i in part.stage_layers(s) if i in inside) for s in range(part.num_stages)]
-    rank = [0] * inputs.pp
-    for s, c in enumerate(stage):
-        rank[inputs.stage_rank[s]] += c
-    return rank + stage
-
-
-def _inside(counts: list[int], domains: Domains) -> bool:
-    return all(lo <= c <= hi for c, (lo, hi) in zip(counts, domains, strict=True))
+from .cases import THREE, inside, mixed_case, path_cuts, run_counts
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -55,7 +33,7 @@ def test_probing_keeps_every_better_partition_inside_its_domains(seed: int) -> N
             continue  # nothing to keep: closing is right, any domains are
         assert not closed, "closed, yet the optimum beats the bound"
         if domains is not None:
-            assert _inside(_counts(inputs, oracle.best.partition), domains)
+            assert inside(run_counts(inputs, oracle.best.partition), domains)
 
 
 @pytest.mark.parametrize("seed", range(20))

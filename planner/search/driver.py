@@ -867,9 +867,15 @@ def _alternatives(
             f"{found} of {k}: the search stopped before it scored every other configuration"
         )
     else:
+        who = (
+            "no other configuration"
+            if found == 0
+            else f"only {found} other configuration" + ("s" if found > 1 else "")
+        )
+        verb = "have" if found > 1 else "has"
         out.alternatives_note = (
-            f"{found} of {k}: only {found} other configurations (degrees, schedule, vpp, "
-            "micro-batch size, ZeRO) have a plan that fits"
+            f"{found} of {k}: {who} (degrees, schedule, vpp, micro-batch size, ZeRO) "
+            f"{verb} a plan that fits"
         )
 
 

@@ -41,3 +41,25 @@ def test_the_live_line_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
     assert json.loads(stdout)["search"]["gap"] == 0.0
     piped = meshplan("plan", "--request", request)
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_the_printed_plan_states_an_open_gap_and_missing_alternatives(tmp_path: Path) -> None:
+    cut = tiny_request(search={"time_limit_s": 0.001, "top_k": 2})
+    proc = meshplan("plan", "--request", write_json(tmp_path / "cut.json", cut))
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()[0]
+    if "FEASIBLE" in head:  # cut short: the gap and the bound are on the first line
+        assert re.search(r"gap \d+\.\d\d% to the bound [0-9.]+ (ms|s)", head), head
+    else:
+        assert "OPTIMAL" in head and "gap" not in head
+    one = {"tp": [1], "pp": [1], "micro_batch_sizes": [1], "zero_stages": [1]}
+    few = tiny_request(constraints=one)  # a single configuration: no alternative exists
+    few["search"] = {"time_limit_s": 10, "top_k": 3}
+    doc = json.loads(
+        meshplan("plan", "--request", write_json(tmp_path / "few.json", few), "--json").stdout
+    )
+    note = doc["search"]["alternatives_note"]
+    assert doc["alternatives"] == [] and note is not None
+    assert note.startswith("0 of 3: no other configuration")
+    printed = meshplan("plan", "--request", str(tmp_path / "few.json")).stdout
+    assert f"alternatives   {note}" in printed

@@ -145,6 +145,7 @@ class Outcome:
     stopped_at_gap: bool = False  # stopped by search.gap_tolerance
     alternatives_note: str | None = None
     tuning: SearchTuning = TUNING  # what run_search was given; the phases read it here
+    gap_checked_at: float = -math.inf  # search clock of the last throttled gap check
 
 
 def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
@@ -236,7 +237,7 @@ def run_search(
             # after many configurations whose proofs are slow and settle nothing).
             share_left = _capped(elapsed, limit, tuning.improve_share * (limit - elapsed()))
             for entry in sorted(fresh, key=lambda e: (e.time_floor_s, e.estimate_s)):
-                if share_left() <= 0:
+                if share_left() <= 0 or _gap_reached(request, out, throttle=True):
                     break
                 _improve(request, out, entry, split, num_layers, share_left)
             # Then the incumbent's configuration: its cutting planes (they often beat the hill
@@ -377,11 +378,18 @@ def _bounds(
     return low, (incumbent / low - 1.0 if low > 0 else math.inf), None
 
 
-def _gap_reached(request: PlanRequest, out: Outcome) -> bool:
-    """A positive search.gap_tolerance is met (the proof itself ends the search at 0)."""
+def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) -> bool:
+    """A positive search.gap_tolerance is met (the proof itself ends the search at 0).
+    `throttle`: where it is asked per group or per configuration of a cheap pass, the bound
+    (a scan of every entry) is computed at most every tuning.progress_every_s."""
     tol = request.search.gap_tolerance
     if tol <= 0 or out.best is None:
         return False
+    if throttle:
+        now = out.now()
+        if now - out.gap_checked_at < out.tuning.progress_every_s:
+            return False
+        out.gap_checked_at = now
     gap = _bounds(request, out, sweep=True)[1]
     if gap is not None and gap <= tol:
         out.stopped_at_gap = True
@@ -463,6 +471,8 @@ def _sweep(
         out.pending = groups[done:]
         report()
         if out.best is not None and out.now() >= share_s:
+            return groups[done:]
+        if _gap_reached(request, out, throttle=True):
             return groups[done:]
         bound = time_bound_s(request, out)
         enough = bound * (1 - REL_TOL) if bound is not None else None

@@ -20,6 +20,16 @@ GPT_13B: dict[str, Any] = {
     "vocab_size": 51200,
 }
 
+# 128 decoder blocks: too deep to prove on 512 GPUs within a few seconds
+DEEP: dict[str, Any] = {
+    "family": "gpt",
+    "name": "deep-128",
+    "num_layers": 128,
+    "hidden_size": 8192,
+    "num_attention_heads": 64,
+    "vocab_size": 51200,
+}
+
 
 def gpt_request(**over: Any) -> PlanRequest:
     """GPT-13B-shaped on 64 A100s, global batch 512, 76 GiB cap; `over` replaces top-level

@@ -7,19 +7,12 @@ import time
 
 from planner.search import search
 
-from .helpers import SLACK_S, gpt_request
+from .helpers import DEEP, SLACK_S, gpt_request
 
 
 def test_a_deep_model_stops_at_a_short_limit() -> None:
     request = gpt_request(
-        model={
-            "family": "gpt",
-            "name": "deep-128",
-            "num_layers": 128,
-            "hidden_size": 8192,
-            "num_attention_heads": 64,
-            "vocab_size": 51200,
-        },
+        model=DEEP,
         cluster={"gpu": "A100-SXM-80GB", "num_gpus": 512, "gpus_per_node": 8},
         training={"global_batch_size": 1024, "seq_length": 2048},
         search={"time_limit_s": 1.0, "top_k": 2},

@@ -55,7 +55,7 @@ from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
 from planner.search.progress import SearchProgress
-from planner.search.space import Config, Family, enumerate_configs, stage_split
+from planner.search.space import Config, Family, enumerate_configs, main_run, split_ok, stage_split
 from planner.search.tuning import TUNING, SearchTuning
 from planner.specs.request import PlanRequest
 
@@ -812,10 +812,8 @@ def _offer(
         out.families[fam] = (entry, sc)
 
 
-def _split_ok(bounds: tuple[int, ...], split: str, inputs: PartitionInputs) -> bool:
-    from planner.search.exhaustive import _main_run, _split_ok
-
-    return _split_ok(bounds, split, _main_run(inputs))  # type: ignore[arg-type]
+def _split_ok(bounds: tuple[int, ...], split: StageSplit, inputs: PartitionInputs) -> bool:
+    return split_ok(bounds, split, main_run(inputs))
 
 
 def _alternatives(

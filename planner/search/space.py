@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost import PartitionInputs
 from planner.launch.capabilities import FrameworkCaps, capabilities
 from planner.launch.render import unsupported
-from planner.search.model import StageSplit
+from planner.search.model import StageSplit, layer_runs
 from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, RecomputeMode, ScheduleName
 from planner.specs.request import Candidate, PlanRequest
 
@@ -197,3 +198,24 @@ def _schedule_vpps(
         elif m % max(1, m // pp) == 0:
             out.extend((s, v) for v in range(2, num_layers // pp + 1) if ok(v))
     return out
+
+
+def split_ok(bounds: tuple[int, ...], split: StageSplit, main: range) -> bool:
+    """Whether stage `bounds` keep a framework's stage split (`stage_split`): "first_last",
+    equal middle stages; "uniform", equal counts of the `main` run's layers per stage."""
+    sizes = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
+    if split == "first_last":
+        return len(set(sizes[1:-1])) <= 1
+    if split == "uniform":
+        counts = {
+            len(range(max(bounds[i], main.start), min(bounds[i + 1], main.stop)))
+            for i in range(len(sizes))
+        }
+        return len(counts) <= 1
+    return True
+
+
+def main_run(inputs: PartitionInputs) -> range:
+    """The layers of the largest run of identical layers (a GPT's decoder blocks)."""
+    run = max(layer_runs(inputs), key=lambda r: r.count)
+    return range(run.first, run.first + run.count)

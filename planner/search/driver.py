@@ -9,7 +9,12 @@ in a first pass); one whose floor reaches the incumbent's simulated step time is
 Each visited configuration runs the exact loop of planner.search.exact with the incumbent as its
 bound (so CP-SAT proves quickly that most cannot beat it), seeded with heuristic partitions.
 Objective `bubble`: the partition of each configuration is its time-optimal one; configurations
-are ranked by (bubble fraction, step time), so none is pruned by time.
+are ranked by (bubble fraction, step time), so only a proven time-optimal partition may be the
+incumbent, and none is pruned by time until the incumbent's bubble is 0 (time_bound_s).
+
+Every result carries a proven lower bound and gap (`_close`: the floors of the configurations
+not settled) and, with search.top_k, the alternatives (`_alternatives`); docs/search.md, "Gap
+and status". The tuned shares come from `tuning` (planner.search.tuning).
 
 Time. The planning core reads no clock. Without a `clock`, the budget is charged with the
 solvers' own wall time of each solve (CP-SAT's; what we hand them as their time limit

@@ -25,6 +25,7 @@ from api.store.keys import Principal
 from api.store.profiles import get_profile
 from api.store.tables import JobRow, PlanRow
 from planner.errors import InfeasibleError, SpecError
+from planner.search.progress import SearchProgress
 from planner.specs import ModelProfile, PlanRequest, ProfileRef
 
 POLL_S = 0.05
@@ -199,17 +200,17 @@ class Planner:
             await asyncio.sleep(POLL_S)
         raise ProblemError(503, "Search did not finish", f"job {job_id} is still running")
 
-    def _progress_writer(self, job_id: str) -> Callable[[float], None]:
+    def _progress_writer(self, job_id: str) -> Callable[[SearchProgress], None]:
         """Record a running search's progress on its job, at most every PROGRESS_EVERY_S."""
         last = [0.0]
 
-        def write(fraction: float) -> None:
+        def write(progress: SearchProgress) -> None:
             now = time.monotonic()
             if now - last[0] < PROGRESS_EVERY_S:
                 return
             last[0] = now
             with session_scope(self.state.sessions) as session:
-                job_store.set_progress(session, job_id=job_id, fraction=fraction)
+                job_store.set_progress(session, job_id=job_id, fraction=progress.fraction)
 
         return write
 
@@ -253,7 +254,7 @@ def run_search(
     request: PlanRequest,
     *,
     max_time_limit_s: float,
-    on_progress: Callable[[float], None] | None = None,
+    on_progress: Callable[[SearchProgress], None] | None = None,
 ) -> dict[str, Any]:
     """Call the planner's search with the time limit capped; the PlanResult as JSON."""
     from planner.search import search

@@ -317,6 +317,21 @@ class SearchStats(Frozen):
     solver_calls: int = 0
     wall_time_s: float = 0.0
     time_limit_s: float | None = None
+    lower_bound_s: float | None = Field(
+        default=None,
+        description="proven: no plan of the searched space is faster (objective time); for "
+        "objective bubble, no plan with the incumbent's bubble is faster (docs/search.md)",
+    )
+    gap: float | None = Field(
+        default=None,
+        description="step time / lower_bound_s - 1 (objective time); OPTIMAL iff within the "
+        "proof tolerance. Objective bubble: see docs/search.md, Gap and status",
+    )
+    gap_tolerance: float = Field(default=0.0, description="the request's search.gap_tolerance")
+    alternatives_requested: int = 0
+    alternatives_note: str | None = Field(
+        default=None, description="why fewer than top_k alternatives came back (None: all did)"
+    )
     details: dict[str, Any] = Field(default_factory=dict)
 
 

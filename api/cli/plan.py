@@ -13,7 +13,7 @@ from api.cli.calibrate import load_calibration
 from api.cli.documents import expect
 from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
-from api.cli.progress import progress_bar
+from api.cli.progress import search_progress
 from planner.cost import partition_inputs, score_partition
 from planner.errors import InfeasibleError, SpecError
 from planner.plan import Plan, PlanResult
@@ -71,8 +71,12 @@ def _seconds(value_s: float) -> str:
 def _print(result: PlanResult) -> None:
     p, s = result.plan, result.search
     pr = p.prediction
+    proof = ""
+    if s.status != "OPTIMAL" and s.gap is not None and s.lower_bound_s is not None:
+        proof = f", gap {s.gap:.2%} to the bound {_seconds(s.lower_bound_s)}"
     typer.echo(
-        f"{p.model_name} on {p.num_gpus} x {p.gpu}  (search {s.status}, {s.wall_time_s:.2f} s)"
+        f"{p.model_name} on {p.num_gpus} x {p.gpu}  "
+        f"(search {s.status}{proof}, {s.wall_time_s:.2f} s)"
     )
     typer.echo(
         f"degrees        tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp}  schedule {p.schedule}  "
@@ -107,9 +111,11 @@ def _print(result: PlanResult) -> None:
     for alt in result.alternatives:
         typer.echo(
             f"alternative    tp={alt.tp} pp={alt.pp} dp={alt.dp} vpp={alt.vpp} {alt.schedule} "
-            f"mbs={alt.micro_batch_size}: {_seconds(alt.prediction.step_time_s)}, bubble "
-            f"{alt.prediction.bubble_fraction:.2%}"
+            f"mbs={alt.micro_batch_size} ZeRO-{alt.zero_stage}: "
+            f"{_seconds(alt.prediction.step_time_s)}, bubble {alt.prediction.bubble_fraction:.2%}"
         )
+    if s.alternatives_note is not None:
+        typer.echo(f"alternatives   {s.alternatives_note}")
     typer.echo(
         f"search         {s.candidates_considered} configurations, {s.candidates_pruned} pruned, "
         f"{s.solver_calls} CP-SAT solves"
@@ -211,7 +217,7 @@ def plan(
     if calibration is not None:
         req = load_calibration(calibration, req, as_json=as_json)
     try:
-        with progress_bar("searching", as_json=as_json) as on_progress:
+        with search_progress(as_json=as_json) as on_progress:
             result = search(req, on_progress=on_progress, clock=time.monotonic)
     except InfeasibleError as exc:
         fail(

@@ -118,6 +118,13 @@ class SearchOptions(Frozen):
     top_k: int = Field(default=5, ge=0, le=50)
     workers: int = Field(default=2, ge=1, le=64, description="CP-SAT search workers")
     seed: int = Field(default=0, ge=0, description="CP-SAT random seed, for repeatable results")
+    gap_tolerance: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="stop once the proven gap (incumbent / lower bound - 1) is at most this; "
+        "0: prove the optimum (docs/search.md, Gap and status)",
+    )
 
 
 class CalibrationRef(Frozen):

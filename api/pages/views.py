@@ -297,7 +297,9 @@ def search_summary(result: dict[str, Any], request: dict[str, Any]) -> dict[str,
     details = stats.get("details") or {}
 
     def pick(name: str) -> Any:
-        value = stats.get(name, details.get(name))
+        value = stats.get(name)
+        if value is None:
+            value = details.get(name)
         return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
     return {

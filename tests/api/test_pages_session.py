@@ -313,7 +313,8 @@ def test_a_feasible_search_shows_its_gap_and_bound(api: Api) -> None:
         "status": "FEASIBLE",
         "wall_time_s": 30.2,
         "time_limit_s": 30.0,
-        "details": {"gap": 0.034, "lower_bound_s": 0.0015},
+        "gap": 0.034,
+        "lower_bound_s": 0.0015,
     }
     with session_scope(api.app.state.meshplan.sessions) as session:
         plan_id = insert_plan(

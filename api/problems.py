@@ -10,8 +10,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.outage import POLICY, is_outage
 from api.refusal import summarise
 from api.schemas.problem import PROBLEM_JSON
 from planner.errors import InfeasibleError, NotFoundError, SpecError, UnsupportedPlanError
@@ -184,20 +187,74 @@ def unsupported_problem(exc: UnsupportedPlanError, *, pp: int | None) -> dict[st
     }
 
 
+# The exceptions `problem_of` maps (with their subclasses); anything else is a 500.
+KNOWN: tuple[type[Exception], ...] = (
+    ProblemError,
+    SpecError,
+    InfeasibleError,
+    UnsupportedPlanError,
+    NotFoundError,
+    DBAPIError,
+    PoolTimeoutError,
+)
+
+
+def problem_of(exc: BaseException) -> ProblemError | None:
+    """The one mapping from an exception to its problem; None for an unexpected error (500).
+    The handlers answer with it and a failed search's job stores it (`problem_document`)."""
+    if isinstance(exc, ProblemError):
+        return exc
+    if isinstance(exc, SpecError):
+        errors = [{"field": exc.field, "message": exc.reason, "value": _short(exc.value)}]
+        return ProblemError(422, "Invalid request", str(exc), kind="validation", errors=errors)
+    if isinstance(exc, InfeasibleError):
+        return ProblemError(
+            422, "No feasible plan", str(exc), kind="infeasible", diagnosis=exc.diagnosis
+        )
+    if isinstance(exc, UnsupportedPlanError):
+        fields = unsupported_problem(exc, pp=None)
+        return ProblemError(422, fields.pop("title"), fields.pop("detail"), **fields)
+    if isinstance(exc, NotFoundError):
+        return ProblemError(404, "Not found", str(exc))
+    if is_outage(exc):
+        return ProblemError(
+            503,
+            "Database unavailable",
+            f"the database cannot be reached ({type(exc).__name__}); retry later",
+            kind="database-unavailable",
+            headers={"Retry-After": str(POLICY.retry_after_s)},
+            retry_after_s=POLICY.retry_after_s,
+        )
+    return None
+
+
+INTERNAL_TITLE = "Internal server error"
+
+
+def problem_document(exc: BaseException) -> dict[str, Any]:
+    """The problem body for `exc` as stored (a failed job's error, an idempotent replay)."""
+    problem = problem_of(exc)
+    if problem is None:
+        return problem_body(500, INTERNAL_TITLE, "the error was logged")
+    return problem_body(
+        problem.status, problem.title, problem.detail, kind=problem.kind, **problem.extra
+    )
+
+
+def _answer(request: Request, problem: ProblemError) -> JSONResponse:
+    return problem_response(
+        problem.status,
+        problem.title,
+        problem.detail,
+        kind=problem.kind,
+        instance=request.url.path,
+        headers=problem.headers,
+        **problem.extra,
+    )
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into a problem document."""
-
-    @app.exception_handler(ProblemError)
-    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
-        return problem_response(
-            exc.status,
-            exc.title,
-            exc.detail,
-            kind=exc.kind,
-            instance=request.url.path,
-            headers=exc.headers,
-            **exc.extra,
-        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -249,46 +306,25 @@ def install(app: FastAPI) -> None:
             headers=headers or None,
         )
 
-    @app.exception_handler(SpecError)
-    async def _spec(request: Request, exc: SpecError) -> JSONResponse:
-        errors = [{"field": exc.field, "message": exc.reason, "value": exc.value}]
-        return problem_response(
-            422,
-            "Invalid request",
-            str(exc),
-            kind="validation",
-            instance=request.url.path,
-            errors=errors,
-        )
+    async def _known(request: Request, exc: Exception) -> JSONResponse:
+        problem = problem_of(exc)
+        if problem is None:
+            return await _internal(request, exc)
+        return _answer(request, problem)
 
-    @app.exception_handler(InfeasibleError)
-    async def _infeasible(request: Request, exc: InfeasibleError) -> JSONResponse:
-        return problem_response(
-            422,
-            "No feasible plan",
-            str(exc),
-            kind="infeasible",
-            instance=request.url.path,
-            diagnosis=exc.diagnosis,
-        )
+    for known in KNOWN:
+        app.add_exception_handler(known, _known)
 
-    @app.exception_handler(UnsupportedPlanError)
-    async def _unsupported(request: Request, exc: UnsupportedPlanError) -> JSONResponse:
-        return problem_response(422, instance=request.url.path, **unsupported_problem(exc, pp=None))
-
-    @app.exception_handler(NotFoundError)
-    async def _not_found(request: Request, exc: NotFoundError) -> JSONResponse:
-        return problem_response(404, "Not found", str(exc), instance=request.url.path)
-
-    @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         # The server closes the connection after an unhandled error; say so, so that a
         # keep-alive client opens a new one instead of failing its next request.
         return problem_response(
             500,
-            "Internal server error",
+            INTERNAL_TITLE,
             "the error was logged",
             instance=request.url.path,
             headers={"Connection": "close"},
         )
+
+    app.add_exception_handler(Exception, _internal)

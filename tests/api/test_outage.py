@@ -27,6 +27,7 @@ from api.app import create_app
 
 pytestmark = [
     pytest.mark.postgres,
+    pytest.mark.slow,
     pytest.mark.skipif(pg_bin("initdb") is None, reason="PostgreSQL server binaries not found"),
 ]
 
@@ -47,7 +48,7 @@ class Seen:
     transport: list[str] = field(default_factory=list)  # dropped/refused connections
     acked_plans: set[str] = field(default_factory=set)
     acked_jobs: set[str] = field(default_factory=set)
-    failed_bodies: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # POSTs answered 503
 
 
 @dataclass
@@ -83,15 +84,18 @@ def _body(client_no: int, i: int) -> dict[str, Any]:
 
 
 def _calls(client_no: int, i: int, seed_plan: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """Even clients post new plans (every third one async); odd ones read a plan and the
-    history."""
+    """Even clients post new plans (client 0 async: it never waits on a search, so it posts
+    throughout the outage; every other post with an Idempotency-Key); odd ones read a plan and
+    the history."""
     if client_no % 2:
         return [
             ("GET", f"/v1/plans/{seed_plan}", {}),
             ("GET", "/v1/plans", {"params": {"page_size": 5, "tag": "seed"}}),
         ]
-    prefer = {"headers": {"Prefer": "respond-async"}} if i % 3 == 0 else {}
-    return [("POST", "/v1/plans", {"json": _body(client_no, i), **prefer})]
+    headers = {"Prefer": "respond-async"} if client_no % 4 == 0 else {}
+    if i % 2:
+        headers["Idempotency-Key"] = f"k-{client_no}-{i}"
+    return [("POST", "/v1/plans", {"json": _body(client_no, i), "headers": headers})]
 
 
 def _load(o: Outage, client_no: int, seed_plan: str, stop: threading.Event, seen: Seen) -> None:
@@ -120,8 +124,12 @@ def _load(o: Outage, client_no: int, seed_plan: str, stop: threading.Event, seen
                     elif r.status_code == 202:
                         seen.acked_jobs.add(r.json()["id"])
                     elif r.status_code == 503:
-                        seen.failed_bodies.append(kw["json"])
+                        seen.failed.append(kw)
             time.sleep(0.02)
+
+
+def _without_prefer(headers: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k != "Prefer"}
 
 
 def _wait_job(client: httpx.Client, job_id: str, within_s: float) -> dict[str, Any]:
@@ -264,11 +272,16 @@ def test_database_outage_under_load(outage: Outage) -> None:
         assert job["status"] == "succeeded", job
 
         # --- resend what failed: as fast as a fresh request, no stale claim to wait out --
-        failed = [b for one in seen for b in one.failed_bodies]
+        failed = [kw for one in seen for kw in one.failed]
         assert failed, "no POST failed during the outage: it did not overlap the load"
-        for body in [*failed[:6], slow.sync_body, slow.async_body]:
+        sync = [{"json": kw["json"], "headers": _without_prefer(kw["headers"])} for kw in failed]
+        keyed = [kw for kw in sync if "Idempotency-Key" in kw["headers"]]
+        unkeyed = [kw for kw in sync if "Idempotency-Key" not in kw["headers"]]
+        assert keyed and unkeyed, (len(keyed), len(unkeyed))
+        slow_again = [{"json": slow.sync_body}, {"json": slow.async_body}]
+        for kw in [*keyed[:4], *unkeyed[:4], *slow_again]:  # the same key: not stuck in flight
             t0 = time.monotonic()
-            r = client.post("/v1/plans", json=body)
+            r = client.post("/v1/plans", **kw)
             took = time.monotonic() - t0
             assert r.status_code in (200, 201), r.text
             assert took < TIME_LIMIT_S + RESEND_SLACK_S, f"resend took {took:.1f} s"

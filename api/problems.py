@@ -164,14 +164,56 @@ def _short(value: Any) -> Any:
     return value if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "…"
 
 
-def field_errors(errors: list[Any]) -> list[dict[str, Any]]:
+def field_errors(errors: list[Any], body: Any = None) -> list[dict[str, Any]]:
+    """Pydantic errors as {field, message, value}; with the request `body`, each field is the
+    path the user wrote (`body.model.ffn_hidden_size`, without the union's tag `arch`)."""
     out = []
     for err in errors:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        loc = err.get("loc", ())
+        if body is not None and loc and loc[0] == "body":
+            loc = ("body", *written_path(body, loc[1:], missing=err.get("type") == "missing"))
+        field = ".".join(str(p) for p in loc) or "body"
         out.append(
-            {"field": loc, "message": str(err.get("msg", "")), "value": _short(err.get("input"))}
+            {"field": field, "message": str(err.get("msg", "")), "value": _short(err.get("input"))}
         )
     return out
+
+
+def written_path(doc: Any, loc: tuple[Any, ...], *, missing: bool) -> list[Any]:
+    """The segments of `loc` that are keys (or indices) of `doc`: pydantic adds a segment for
+    the member of a tagged union (`model.arch.…`, `model.profile.…`) that the JSON does not
+    have. The last segment of a `missing` error names the absent field and stays."""
+    out: list[Any] = []
+    node = doc
+    for i, seg in enumerate(loc):
+        if (isinstance(node, dict) and seg in node) or (
+            isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node)
+        ):
+            node = node[seg]
+        elif not (missing and i == len(loc) - 1):
+            continue
+        out.append(seg)
+    return out
+
+
+def malformed_json(exc: RequestValidationError, raw: list[Any]) -> tuple[str, dict[str, Any]]:
+    """'malformed JSON at line L column C: <reason>' for FastAPI's json_invalid error, whose
+    location is the character offset (`("body", pos)`) and whose `body` is the text."""
+    err = next(e for e in raw if e.get("type") == "json_invalid")
+    text = exc.body if isinstance(exc.body, str) else ""
+    loc = err.get("loc", ())
+    pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    reason = str((err.get("ctx") or {}).get("error", "not valid JSON"))
+    detail = f"malformed JSON at line {line} column {column}: {reason}"
+    return detail, {
+        "field": "body",
+        "message": detail,
+        "value": None,
+        "line": line,
+        "column": column,
+    }
 
 
 def unsupported_problem(exc: UnsupportedPlanError, *, pp: int | None) -> dict[str, Any]:
@@ -259,17 +301,18 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         raw = list(exc.errors())
-        errors = field_errors(raw)
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)[:2000]
         if any(err.get("type") == "json_invalid" for err in raw):
+            detail, error = malformed_json(exc, raw)
             return problem_response(
                 400,
                 "Malformed JSON",
                 detail,
                 kind="malformed-json",
                 instance=request.url.path,
-                errors=errors,
+                errors=[error],
             )
+        errors = field_errors(raw, exc.body)
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)[:2000]
         return problem_response(
             422,
             "Request validation failed",

@@ -21,13 +21,14 @@ from api.problems import ProblemError, field_errors, unsupported_problem
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
 from planner.errors import SpecError, UnsupportedPlanError
-from planner.launch import Deployment, LaunchBundle, render
+from planner.launch import Deployment, LaunchBundle, Target, render
 from planner.plan import PlanResult
+from planner.specs.base import Framework
 
 router = APIRouter(prefix="/v1", tags=["launch"])
 
-TargetQ = Annotated[Literal["torchrun", "slurm", "kubernetes"], Query()]
-FrameworkQ = Annotated[Literal["meshplan", "megatron", "torchtitan", "deepspeed"], Query()]
+TargetQ = Annotated[Target, Query()]
+FrameworkQ = Annotated[Framework, Query()]
 FormatQ = Annotated[Literal["json", "tar.gz"] | None, Query()]
 _RESERVED = {"target", "framework", "format", "key"}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -69,7 +70,12 @@ def _deployment_from_query(request: Request) -> Deployment:
 
 
 def _bundle(
-    session: Session, tenant: str, plan_id: str, deployment: Deployment, target: str, framework: str
+    session: Session,
+    tenant: str,
+    plan_id: str,
+    deployment: Deployment,
+    target: Target,
+    framework: Framework,
 ) -> LaunchBundle:
     row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
     if row is None:
@@ -77,7 +83,7 @@ def _bundle(
     plan = PlanResult.model_validate(row.result).plan
     deployment = fit_cluster(plan, deployment, gpus_per_node=stored_gpus_per_node(row.request))
     try:
-        return render(plan, deployment, target=target, framework=framework)  # type: ignore[arg-type]
+        return render(plan, deployment, target=target, framework=framework)
     except UnsupportedPlanError as exc:  # short: one line per kind of reason (api.refusal)
         fields = unsupported_problem(exc, pp=plan.pp)
         raise ProblemError(422, fields.pop("title"), fields.pop("detail"), **fields) from exc

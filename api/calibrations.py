@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from api.problems import ProblemError
+from api.schemas.plans import core_document
 from api.store import plans as plan_store
 from api.store.calibrations import get_calibration, get_run
 from planner.calibrate import Calibration, Observation, observation_from_run
@@ -40,7 +41,7 @@ def observations_from_runs(
         )
         if run is None or plan is None:
             raise _unknown(f"body.run_ids[{i}]", run_id, "no stored run of this tenant")
-        request = PlanRequest.model_validate(plan.request)
+        request = PlanRequest.model_validate(core_document(plan.request))
         result = PlanResult.model_validate(plan.result)
         out.append(observation_from_run(request, result.plan, RunReport.model_validate(run.report)))
     return out

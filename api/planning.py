@@ -18,6 +18,7 @@ from api.calibrations import resolve_calibration
 from api.limits import check_request
 from api.outage import is_outage, retry_while_down, write_later
 from api.problems import ProblemError, from_document, problem_document
+from api.schemas.plans import PlanCreate
 from api.state import AppState
 from api.store import jobs as job_store
 from api.store import plans as plan_store
@@ -35,10 +36,15 @@ STALE_GRACE_S = 60.0
 
 @dataclass(frozen=True)
 class Normalised:
-    request: PlanRequest  # the profile inline, `force` cleared
+    """A request ready to plan: the core request (stored profile and calibration inline), the
+    service's fields beside it, and the document whose hash is the cache key (the core
+    request and the tags: a plan's tags are part of what was asked)."""
+
+    request: PlanRequest
+    tags: tuple[str, ...]
+    force: bool
     document: dict[str, Any]
     request_hash: str
-    force: bool
 
 
 @dataclass(frozen=True)
@@ -55,9 +61,12 @@ def request_hash(document: dict[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def normalise(state: AppState, tenant: str, request: PlanRequest) -> Normalised:
+def normalise(state: AppState, tenant: str, body: PlanRequest) -> Normalised:
     """Substitute a stored profile for `model.profile_id` and a stored calibration's constants
-    for `calibration.id` (api.calibrations); hash the canonical document."""
+    for `calibration.id` (api.calibrations); hash the canonical document. `body` is a
+    `PlanCreate`, or a core request (no tags, not forced)."""
+    tags, force = (body.tags, body.force) if isinstance(body, PlanCreate) else ((), False)
+    request = body.core() if isinstance(body, PlanCreate) else body
     model = request.model
     if isinstance(model, ProfileRef) and model.profile_id is not None:
         with state.sessions() as session:
@@ -89,10 +98,14 @@ def normalise(state: AppState, tenant: str, request: PlanRequest) -> Normalised:
     if request.calibration is not None and request.calibration.constants is None:
         with state.sessions() as session:
             request = resolve_calibration(session, tenant=tenant, request=request)
-    force = request.force
-    request = request.model_copy(update={"force": False})
-    document = request.model_dump(mode="json", exclude={"force"})
-    return Normalised(request, document, request_hash(document), force)
+    document = {**request.model_dump(mode="json"), "tags": list(tags)}
+    return Normalised(
+        request=request,
+        tags=tags,
+        force=force,
+        document=document,
+        request_hash=request_hash(document),
+    )
 
 
 class Planner:
@@ -250,7 +263,7 @@ class Planner:
                 request_hash=norm.request_hash,
                 request=norm.document,
                 result=found.result.model_dump(mode="json"),
-                tags=list(norm.request.tags),
+                tags=list(norm.tags),
             )
             job_store.finish(session, job_id=job_id, plan_id=row.id)
             return row.id

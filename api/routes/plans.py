@@ -19,7 +19,7 @@ from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError, field_problem, problem_document
-from api.schemas.plans import JobPublic, PlanListPublic, PlanPublic, PlanSummary
+from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic, PlanSummary
 from api.schemas.problem import problem_responses
 from api.state import AppState
 from api.store import idempotency
@@ -55,7 +55,7 @@ _JOB_LOCATION = {"Location": {"description": "the job's URL", "schema": {"type":
     },
 )
 async def create_plan(
-    body: PlanRequest,
+    body: PlanCreate,
     principal: PrincipalDep,
     state: StateDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
@@ -111,10 +111,10 @@ async def _settle(write: Callable[[], None], *, what: str) -> None:
 
 
 def body_fingerprint(body: PlanRequest) -> str:
-    """What an Idempotency-Key is bound to: the request body, with defaults filled in."""
-    return hashlib.sha256(
-        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
+    """What an Idempotency-Key is bound to: the request body, with defaults filled in (a core
+    request is a `PlanCreate` without tags, not forced)."""
+    doc = {"tags": [], "force": False, **body.model_dump(mode="json")}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 async def _create(

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import require_principal
-from api.state import AppState
+from api.state import AppState, app_state
 from api.store.db import session_scope
 from api.store.keys import Principal
 
@@ -18,8 +18,7 @@ T = TypeVar("T")
 
 
 async def get_state(request: Request) -> AppState:
-    state: AppState = request.app.state.meshplan
-    return state
+    return app_state(request.app)
 
 
 StateDep = Annotated[AppState, Depends(get_state)]

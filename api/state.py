@@ -4,6 +4,7 @@ submitters and the submission poller."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,3 +27,12 @@ class AppState:
     submitters: Submitters
     poller: Poller
     key_cache: dict[str, Principal] = field(default_factory=dict)
+
+
+def app_state(app: Any) -> AppState:
+    """The state `create_app` keeps on `app` (Starlette's `app.state` is untyped): the one
+    typed way in, for routes (api.deps.StateDep) and middleware alike."""
+    state = app.state.meshplan
+    if not isinstance(state, AppState):
+        raise TypeError(f"app.state.meshplan is a {type(state).__name__}, not an AppState")
+    return state

@@ -24,6 +24,7 @@ from svc_factories import tiny_request
 from svc_harness import ADMIN_KEY, Live, make_settings, serve
 
 from api.app import create_app
+from api.state import app_state
 
 pytestmark = [
     pytest.mark.postgres,
@@ -135,7 +136,7 @@ def _without_prefer(headers: dict[str, str]) -> dict[str, str]:
 def _wait_job(client: httpx.Client, job_id: str, within_s: float) -> dict[str, Any]:
     deadline = time.monotonic() + within_s
     while True:
-        job = client.get(f"/v1/jobs/{job_id}").json()
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
         if job["status"] != "running" or time.monotonic() > deadline:
             return job
         time.sleep(0.1)
@@ -162,7 +163,7 @@ def _slow_body(tag: str) -> dict[str, Any]:
 
 def _slow_searches_done(o: Outage) -> float:
     """Searches that returned a plan after more than a second (the slow ones, not the load's)."""
-    registry = o.live.app.state.meshplan.metrics.registry
+    registry = app_state(o.live.app).metrics.registry
     name = "meshplan_search_duration_seconds"
     count = registry.get_sample_value(f"{name}_count", {"outcome": "ok"}) or 0.0
     fast = registry.get_sample_value(f"{name}_bucket", {"outcome": "ok", "le": "1.0"}) or 0.0
@@ -192,7 +193,7 @@ def _start_slow(o: Outage, client: httpx.Client) -> Slow:
 
     slow.thread = threading.Thread(target=wait_sync, daemon=True)
     slow.thread.start()
-    state = o.live.app.state.meshplan
+    state = app_state(o.live.app)
     deadline = time.monotonic() + 10
     while state.pool.running < 2:  # both searches past their claim and cache check
         assert time.monotonic() < deadline, "the slow searches did not start"
@@ -246,8 +247,8 @@ def test_database_outage_under_load(outage: Outage) -> None:
             time.sleep(0.1)
         time.sleep(1.5)
         stop.set()
+        assert slow.thread is not None
         for t in [*threads, slow.thread]:
-            assert t is not None
             t.join(timeout=TIME_LIMIT_S + 30)
             assert not t.is_alive()
 

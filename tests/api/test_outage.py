@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,7 @@ def _calls(client_no: int, i: int, seed_plan: str) -> list[tuple[str, str, dict[
         return [
             ("GET", f"/v1/plans/{seed_plan}", {}),
             ("GET", "/v1/plans", {"params": {"page_size": 5, "tag": "seed"}}),
+            ("GET", f"/v1/plans/{seed_plan}/timeline.svg", {}),  # a request-scoped session
         ]
     headers = {"Prefer": "respond-async"} if client_no % 4 == 0 else {}
     if i % 2:
@@ -265,6 +267,8 @@ def test_database_outage_under_load(outage: Outage) -> None:
         assert [s for s in down if s[1].startswith("GET") and s[2] != 503] == []
         after = [s for s in statuses if s[0] == "after"]
         assert after and any(s[2] in (200, 201, 202) for s in after), after
+        # the pool dropped the connections the shutdown killed: no request after it fails
+        assert Counter(s[2] for s in after)[503] == 0, after
 
         # --- the searches that spanned the outage: stored once it was back ------------
         (sync_answer,) = slow.sync_answer

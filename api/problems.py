@@ -216,17 +216,19 @@ def malformed_json(exc: RequestValidationError, raw: list[Any]) -> tuple[str, di
     }
 
 
-def unsupported_problem(exc: UnsupportedPlanError, *, pp: int | None) -> dict[str, Any]:
-    """The fields of the short 422 for a plan the framework cannot express (api.refusal)."""
+def unsupported_plan(exc: UnsupportedPlanError, *, pp: int | None) -> ProblemError:
+    """The short 422 for a plan the framework cannot express (api.refusal); with the plan's
+    `pp` its summary can name the stage split."""
     summary = summarise(exc.framework, exc.reasons, pp=pp)
-    return {
-        "title": "Plan cannot be expressed",
-        "detail": summary["detail"],
-        "kind": "unsupported-plan",
-        "framework": exc.framework,
-        "reasons": summary["reasons"],
-        "fix": summary["fix"],
-    }
+    return ProblemError(
+        422,
+        "Plan cannot be expressed",
+        summary["detail"],
+        kind="unsupported-plan",
+        framework=exc.framework,
+        reasons=summary["reasons"],
+        fix=summary["fix"],
+    )
 
 
 # The exceptions `problem_of` maps (with their subclasses); anything else is a 500.
@@ -254,8 +256,7 @@ def problem_of(exc: BaseException) -> ProblemError | None:
             422, "No feasible plan", str(exc), kind="infeasible", diagnosis=exc.diagnosis
         )
     if isinstance(exc, UnsupportedPlanError):
-        fields = unsupported_problem(exc, pp=None)
-        return ProblemError(422, fields.pop("title"), fields.pop("detail"), **fields)
+        return unsupported_plan(exc, pp=None)
     if isinstance(exc, NotFoundError):
         return ProblemError(404, "Not found", str(exc))
     if is_outage(exc):

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import PrincipalDep, SessionDep
 from api.launch_fit import fit_cluster, stored_gpus_per_node
-from api.problems import ProblemError, field_errors, unsupported_problem
+from api.problems import ProblemError, field_errors, unsupported_plan
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
 from planner.errors import SpecError, UnsupportedPlanError
@@ -85,8 +85,7 @@ def _bundle(
     try:
         return render(plan, deployment, target=target, framework=framework)
     except UnsupportedPlanError as exc:  # short: one line per kind of reason (api.refusal)
-        fields = unsupported_problem(exc, pp=plan.pp)
-        raise ProblemError(422, fields.pop("title"), fields.pop("detail"), **fields) from exc
+        raise unsupported_plan(exc, pp=plan.pp) from exc
     except SpecError:
         raise  # mapped to a 422 problem naming the field
     except ValueError as exc:  # e.g. a derived value the emitter's own models reject

@@ -29,7 +29,11 @@ def get_session(state: StateDep) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the session commits when the route returns, before the response is sent,
+# so a 201 is never sent for a write that then fails to commit, and a commit that fails (the
+# database went away) becomes its problem response instead of a dropped connection
+# (https://fastapi.tiangolo.com/tutorial/dependencies/dependencies-with-yield/#early-exit-and-scope).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(require_principal)]
 
 

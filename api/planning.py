@@ -12,17 +12,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api.calibrations import resolve_calibration
 from api.limits import check_request
-from api.outage import is_outage, retry_while_down, write_later
+from api.outage import POLICY, is_outage, retry_while_down, write_later
 from api.problems import ProblemError, from_document, problem_document
 from api.schemas.plans import PlanCreate
 from api.state import AppState
 from api.store import jobs as job_store
 from api.store import plans as plan_store
 from api.store.db import session_scope
+from api.store.ids import new_id
 from api.store.keys import Principal
 from api.store.profiles import get_profile
 from api.store.tables import JobRow, PlanRow
@@ -204,7 +206,12 @@ class Planner:
                     return None
                 raise from_document(error)
             await asyncio.sleep(POLL_S)
-        raise ProblemError(503, "Search did not finish", f"job {job_id} is still running")
+        raise ProblemError(
+            503,
+            "Search did not finish",
+            f"job {job_id} is still running",
+            headers={"Retry-After": str(POLICY.retry_after_s)},
+        )
 
     def _progress_writer(self, job_id: str) -> Callable[[float], None]:
         """Record a running search's progress on its job, at most every PROGRESS_EVERY_S.
@@ -247,26 +254,39 @@ class Planner:
                 on_progress=self._progress_writer(job_id),
             )
             state.metrics.search_seconds.labels("ok").observe(time.perf_counter() - start)
-            return retry_while_down(lambda: self._store(tenant, job_id, norm, found)), True
+            plan_id = new_id()  # one id for every try: a retried store cannot store it twice
+            retry_while_down(lambda: self._store(tenant, job_id, norm, found, plan_id))
+            return plan_id, True
         except BaseException as exc:
             state.metrics.search_seconds.labels(type(exc).__name__).observe(0)
             error = problem_document(exc)
             write_later(lambda: self._finish(job_id, error=error), what=f"job {job_id} failed")
             raise
 
-    def _store(self, tenant: str, job_id: str, norm: Normalised, found: SearchRun) -> str:
-        """One transaction: the plan, and its job finished with it."""
-        with session_scope(self.state.sessions) as session:
-            row = plan_store.insert_plan(
-                session,
-                tenant=tenant,
-                request_hash=norm.request_hash,
-                request=norm.document,
-                result=found.result.model_dump(mode="json"),
-                tags=list(norm.tags),
-            )
-            job_store.finish(session, job_id=job_id, plan_id=row.id)
-            return row.id
+    def _store(
+        self, tenant: str, job_id: str, norm: Normalised, found: SearchRun, plan_id: str
+    ) -> None:
+        """One transaction: the plan, and its job finished with it. A commit whose answer the
+        outage swallowed may have landed: then the retry finds the plan's id taken, and done."""
+        try:
+            with session_scope(self.state.sessions) as session:
+                plan_store.insert_plan(
+                    session,
+                    tenant=tenant,
+                    request_hash=norm.request_hash,
+                    request=norm.document,
+                    result=found.result.model_dump(mode="json"),
+                    tags=list(norm.tags),
+                    plan_id=plan_id,
+                )
+                job_store.finish(session, job_id=job_id, plan_id=plan_id)
+        except IntegrityError:
+            if self._stored(tenant, plan_id) is None:
+                raise
+
+    def _stored(self, tenant: str, plan_id: str) -> PlanRow | None:
+        with self.state.sessions() as session:
+            return plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
 
     def _finish(
         self, job_id: str, *, plan_id: str | None = None, error: dict[str, Any] | None = None

@@ -21,17 +21,14 @@ import httpx
 import psycopg
 import pytest
 from pg_cluster import PgCluster, pg_bin, private_cluster
+from sqlalchemy.exc import IntegrityError, OperationalError
 from svc_factories import tiny_request
 from svc_harness import ADMIN_KEY, Live, make_settings, serve
 
 from api.app import create_app
+from api.outage import OutagePolicy, is_outage, retry_while_down
+from api.problems import problem_of
 from api.state import app_state
-
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.slow,
-    pytest.mark.skipif(pg_bin("initdb") is None, reason="PostgreSQL server binaries not found"),
-]
 
 OUTAGE_S = 3.0
 TIME_LIMIT_S = 5.0  # each request's search time limit
@@ -224,6 +221,9 @@ def _outage(o: Outage, client: httpx.Client) -> tuple[list[int], list[tuple[Any,
     return health, ready
 
 
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.skipif(pg_bin("initdb") is None, reason="PostgreSQL server binaries not found")
 def test_database_outage_under_load(outage: Outage) -> None:
     o = outage
     with httpx.Client(base_url=o.live.url, headers=o.key, timeout=60) as client:
@@ -320,3 +320,50 @@ def _assert_settled(db_url: str) -> None:
             "SELECT request_hash, count(*) FROM plans GROUP BY request_hash HAVING count(*) > 1"
         ).fetchall()
         assert twice == []
+
+
+def _refused() -> OperationalError:
+    """What SQLAlchemy raises for a refused connection (the DBAPI error it wraps included)."""
+    return OperationalError("connect", {}, psycopg.OperationalError("Connection refused"))
+
+
+def test_retry_while_down_retries_outages_only() -> None:
+    policy = OutagePolicy(write_within_s=5.0, first_backoff_s=0.01, max_backoff_s=0.02)
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise _refused()
+        return "stored"
+
+    assert retry_while_down(flaky, policy=policy) == "stored" and len(calls) == 3
+
+    def broken() -> None:
+        calls.append(1)
+        raise ValueError("not an outage")
+
+    calls.clear()
+    with pytest.raises(ValueError):
+        retry_while_down(broken, policy=policy)
+    assert len(calls) == 1
+
+
+def test_retry_while_down_gives_up_after_its_window() -> None:
+    policy = OutagePolicy(write_within_s=0.2, first_backoff_s=0.05, max_backoff_s=0.05)
+
+    def down() -> None:
+        raise _refused()
+
+    t0 = time.monotonic()
+    with pytest.raises(OperationalError):
+        retry_while_down(down, policy=policy)
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_outages_are_503_with_retry_after_and_other_db_errors_are_not() -> None:
+    problem = problem_of(_refused())
+    assert problem is not None and problem.status == 503
+    assert problem.headers == {"Retry-After": str(OutagePolicy().retry_after_s)}
+    duplicate = IntegrityError("insert", {}, psycopg.errors.UniqueViolation("duplicate key"))
+    assert not is_outage(duplicate) and problem_of(duplicate) is None

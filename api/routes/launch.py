@@ -11,7 +11,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
@@ -34,10 +34,7 @@ _RESERVED = {"target", "framework", "format", "key"}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "files, per-node commands and notes (or a tar.gz of the files)",
-        "content": {
-            "application/json": {"schema": LaunchBundle.model_json_schema()},
-            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
-        },
+        "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
     },
     **problem_responses(404, 422),
 }
@@ -94,12 +91,14 @@ def _bundle(
         ) from exc
 
 
-def _respond(request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: str) -> Response:
+def _respond(
+    request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: str
+) -> LaunchBundle | Response:
     wants_tar = fmt == "tar.gz" or (
         fmt is None and "application/gzip" in request.headers.get("accept", "")
     )
     if not wants_tar:
-        return JSONResponse(bundle.model_dump(mode="json"))
+        return bundle
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for f in bundle.files:
@@ -116,7 +115,7 @@ def _respond(request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: s
 
 @router.get(
     "/plans/{plan_id}/launch",
-    response_model=None,
+    response_model=LaunchBundle,
     responses=_RESPONSES,
     summary="Launch configs for a plan (deployment fields as query parameters)",
 )
@@ -128,7 +127,7 @@ def launch_get(
     target: TargetQ = "torchrun",
     framework: FrameworkQ = "meshplan",
     format: FormatQ = None,
-) -> Response:
+) -> LaunchBundle | Response:
     deployment = _deployment_from_query(request)
     bundle = _bundle(session, principal.tenant, plan_id, deployment, target, framework)
     return _respond(request, bundle, format, plan_id)
@@ -136,7 +135,7 @@ def launch_get(
 
 @router.post(
     "/plans/{plan_id}/launch",
-    response_model=None,
+    response_model=LaunchBundle,
     responses=_RESPONSES,
     summary="Launch configs for a plan (deployment as the JSON body)",
 )
@@ -149,6 +148,6 @@ def launch_post(
     target: TargetQ = "torchrun",
     framework: FrameworkQ = "meshplan",
     format: FormatQ = None,
-) -> Response:
+) -> LaunchBundle | Response:
     bundle = _bundle(session, principal.tenant, plan_id, body, target, framework)
     return _respond(request, bundle, format, plan_id)

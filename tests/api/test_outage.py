@@ -47,6 +47,7 @@ class Seen:
     transport: list[str] = field(default_factory=list)  # dropped/refused connections
     acked_plans: set[str] = field(default_factory=set)
     acked_jobs: set[str] = field(default_factory=set)
+    acked_runs: set[str] = field(default_factory=set)
     failed: list[dict[str, Any]] = field(default_factory=list)  # POSTs answered 503
 
 
@@ -82,15 +83,42 @@ def _body(client_no: int, i: int) -> dict[str, Any]:
     )
 
 
-def _calls(client_no: int, i: int, seed_plan: str) -> list[tuple[str, str, dict[str, Any]]]:
+def _run_body(seed: dict[str, Any], note: str) -> dict[str, Any]:
+    """A measured run of the seed plan (shapes from its prediction), told apart by its note."""
+    plan = seed["result"]["plan"]
+    return {
+        "device": "cpu",
+        "backend": "gloo",
+        "world_size": plan["tp"] * plan["pp"] * plan["dp"],
+        "tp": plan["tp"],
+        "pp": plan["pp"],
+        "dp": plan["dp"],
+        "schedule": plan["schedule"],
+        "steps": 2,
+        "warmup_steps": 1,
+        "step_times_s": [0.5, 0.5],
+        "step_time_s": 0.5,
+        "bubble_fraction": 0.25,
+        "stages": [
+            {"stage": s["stage"], "rank": s["rank"], "busy_s": 0.1, "peak_memory_bytes": 1e9}
+            for s in plan["prediction"]["stages"]
+        ],
+        "notes": {"id": note},
+    }
+
+
+def _calls(client_no: int, i: int, seed: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     """Even clients post new plans (client 0 async: it never waits on a search, so it posts
-    throughout the outage; every other post with an Idempotency-Key); odd ones read a plan and
-    the history."""
+    throughout the outage; every other post with an Idempotency-Key); odd ones read a plan,
+    the history and a timeline (a request-scoped session), and report a run of the plan (a
+    write through a request-scoped session)."""
+    plan_url = f"/v1/plans/{seed['id']}"
     if client_no % 2:
         return [
-            ("GET", f"/v1/plans/{seed_plan}", {}),
+            ("GET", plan_url, {}),
             ("GET", "/v1/plans", {"params": {"page_size": 5, "tag": "seed"}}),
-            ("GET", f"/v1/plans/{seed_plan}/timeline.svg", {}),  # a request-scoped session
+            ("GET", f"{plan_url}/timeline.svg", {}),
+            ("POST", f"{plan_url}/runs", {"json": _run_body(seed, f"{client_no}-{i}")}),
         ]
     headers = {"Prefer": "respond-async"} if client_no % 4 == 0 else {}
     if i % 2:
@@ -98,12 +126,14 @@ def _calls(client_no: int, i: int, seed_plan: str) -> list[tuple[str, str, dict[
     return [("POST", "/v1/plans", {"json": _body(client_no, i), "headers": headers})]
 
 
-def _load(o: Outage, client_no: int, seed_plan: str, stop: threading.Event, seen: Seen) -> None:
+def _load(
+    o: Outage, client_no: int, seed: dict[str, Any], stop: threading.Event, seen: Seen
+) -> None:
     with httpx.Client(base_url=o.live.url, headers=o.key, timeout=60) as client:
         i = 0
         while not stop.is_set():
             i += 1
-            for method, path, kw in _calls(client_no, i, seed_plan):
+            for method, path, kw in _calls(client_no, i, seed):
                 phase = o.phase[0]
                 try:
                     r = client.request(method, path, **kw)
@@ -118,7 +148,10 @@ def _load(o: Outage, client_no: int, seed_plan: str, stop: threading.Event, seen
                     or not r.headers.get("retry-after")
                 ):
                     seen.broken.append(f"{method} {path}: {r.headers} {r.text[:200]}")
-                if method == "POST":
+                if path.endswith("/runs"):
+                    if r.status_code == 201:
+                        seen.acked_runs.add(r.json()["id"])
+                elif method == "POST":
                     if r.status_code in (200, 201):
                         seen.acked_plans.add(r.json()["id"])
                     elif r.status_code == 202:
@@ -229,13 +262,13 @@ def test_database_outage_under_load(outage: Outage) -> None:
     with httpx.Client(base_url=o.live.url, headers=o.key, timeout=60) as client:
         seed = client.post("/v1/plans", json=tiny_request(tags=["seed"]))
         assert seed.status_code == 201, seed.text
-        seed_plan = seed.json()["id"]
+        seed_doc = seed.json()
         slow = _start_slow(o, client)
 
         stop = threading.Event()
         seen = [Seen() for _ in range(CLIENTS)]
         threads = [
-            threading.Thread(target=_load, args=(o, n, seed_plan, stop, seen[n]), daemon=True)
+            threading.Thread(target=_load, args=(o, n, seed_doc, stop, seen[n]), daemon=True)
             for n in range(CLIENTS)
         ]
         for t in threads:
@@ -301,6 +334,11 @@ def test_database_outage_under_load(outage: Outage) -> None:
             assert job["status"] != "running", job
             if job["status"] == "succeeded":
                 assert client.get(f"/v1/plans/{job['plan_id']}").status_code == 200
+        runs = {r for one in seen for r in one.acked_runs}
+        listed = client.get(f"/v1/plans/{seed_doc['id']}/runs").json()["data"]
+        notes = [r["report"]["notes"]["id"] for r in listed]
+        assert runs and runs <= {r["id"] for r in listed}
+        assert len(notes) == len(set(notes))  # no report stored twice
     _assert_settled(o.db_url)
 
 

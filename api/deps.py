@@ -38,12 +38,13 @@ PrincipalDep = Annotated[Principal, Depends(require_principal)]
 
 
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
-    """Run `fn(session)` in one worker thread (one hop off the event loop), committing after."""
+    """Run the read `fn(session)` in one worker thread (one hop off the event loop) on an
+    autocommit connection: each statement reads its own snapshot, and no BEGIN and COMMIT
+    round trips are spent on a transaction that writes nothing."""
 
     def work() -> T:
         with state.sessions() as session:
-            out = fn(session)
-            session.commit()
-            return out
+            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+            return fn(session)
 
     return await run_in_threadpool(work)

@@ -125,6 +125,8 @@ class Planner:
             if cached is not None:
                 self.state.metrics.cache_hits.inc()
                 return Outcome(plan=cached)
+        if self.state.queue is not None:  # PostgreSQL: a durable task for the workers
+            return await self._enqueue(tenant, norm, wait=wait)
         while True:
             flight, joined = await run_in_threadpool(self._join_or_start, tenant, norm)
             if flight is not None:
@@ -147,6 +149,22 @@ class Planner:
             if followed is not None:
                 return followed
             # its search failed for an outage, not for this request: claim it ourselves
+
+    async def _enqueue(self, tenant: str, norm: Normalised, *, wait: bool) -> Outcome:
+        """Join the request's running job or record one with its task (api.queue.enqueue),
+        then, with `wait`, follow the job until a worker finishes it (and submit again when it
+        failed with a 503: an outage, not this request)."""
+        from api.queue.enqueue import submit_search
+
+        while True:
+            job_id, joined = await run_in_threadpool(submit_search, self.state, tenant, norm)
+            if joined:
+                self.state.metrics.single_flight_joins.inc()
+            if not wait:
+                return Outcome(job_id=job_id)
+            done = await self._follow(tenant, job_id, norm)
+            if done is not None:
+                return Outcome(plan=done.plan, created=not joined)
 
     # --- pieces run in threads -----------------------------------------------------------
 

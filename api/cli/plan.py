@@ -114,6 +114,36 @@ def _print(result: PlanResult) -> None:
     )
 
 
+def _print_replan(doc: dict[str, Any]) -> None:
+    old, new = doc["old"], doc["new"]
+    typer.echo(
+        f"replanned {old['id']} (cost model {old['cost_model_version']}, calibration "
+        f"{old['calibration_id'] or 'none'}) -> {new['id']} (cost model "
+        f"{new['cost_model_version']}, calibration {new['calibration_id'] or 'none'})"
+        + ("  [stored already]" if new["cache_hit"] else "")
+    )
+    diff = doc["diff"]
+    for name, d in {**diff["configuration"], **diff["prediction"]}.items():
+        mark = " " if d.get("changed") is False or d.get("change") == 0 else "*"
+        change = ""
+        if d.get("relative_change") is not None:
+            change = f"  ({d['relative_change']:+.1%})"
+        typer.echo(f"{mark} {name:<18} {d['old']!s:>14} -> {d['new']!s:<14}{change}")
+    typer.echo("changed: " + (", ".join(diff["changed"]) or "no configuration field"))
+
+
+def replan_via_service(
+    plan_id: str, *, calibration_id: str | None, url: str, api_key: str | None, as_json: bool
+) -> None:
+    """`meshplan plan --replan ID`: POST /v1/plans/{id}/replan on the service (api.replan)."""
+    from api.cli.submissions import Service
+
+    service = Service(url, api_key, as_json)
+    body = {} if calibration_id is None else {"calibration_id": calibration_id}
+    r = service.call("POST", f"/v1/plans/{plan_id}/replan", ok=(200, 201), json=body)
+    emit_json(r.json()) if as_json else _print_replan(r.json())
+
+
 def plan(
     request: Annotated[Path | None, typer.Option("--request", help="plan request JSON")] = None,
     example: Annotated[
@@ -124,8 +154,33 @@ def plan(
     calibration: Annotated[
         Path | None, typer.Option("--calibration", help="calibration JSON (meshplan calibrate)")
     ] = None,
+    replan: Annotated[
+        str | None,
+        typer.Option(
+            "--replan",
+            help="a stored plan's id: plan its request again on the service (--url) under "
+            "today's cost model and print the diff",
+        ),
+    ] = None,
+    calibration_id: Annotated[
+        str | None,
+        typer.Option("--calibration-id", help="with --replan: a stored calibration to use"),
+    ] = None,
+    url: Annotated[
+        str, typer.Option("--url", envvar="MESHPLAN_URL", help="service URL (--replan)")
+    ] = "http://127.0.0.1:8000",
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="MESHPLAN_API_KEY", help="API key")
+    ] = None,
 ) -> None:
     """Search the fastest plan (or the smallest bubble) that fits the memory cap."""
+    if replan is not None:
+        if request is not None or example is not None or calibration is not None:
+            fail("--replan takes no --request, --example or --calibration", as_json=as_json)
+        replan_via_service(
+            replan, calibration_id=calibration_id, url=url, api_key=api_key, as_json=as_json
+        )
+        return
     if (request is None) == (example is None):
         fail("give exactly one of --request or --example", as_json=as_json)
     if example is not None and example not in EXAMPLES:

@@ -14,11 +14,12 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
-from api.idempotent import replay_or_refuse
+from api.idempotent import expiry_of, replay_or_refuse
 from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError, field_problem, problem_document
+from api.replan import ReplanBody, calibration_choice, replan
 from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic, PlanSummary
 from api.schemas.problem import problem_responses
 from api.state import AppState
@@ -73,6 +74,7 @@ async def create_plan(
         key=idempotency_key,
         fingerprint=body_fingerprint(body),
         stale_after_s=state.settings.max_time_limit_s + 60.0,
+        expiry=expiry_of(state.settings),
     )
     replayed = replay_or_refuse(claim)
     if replayed is not None:
@@ -210,6 +212,8 @@ async def list_plans(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     tag: str | None = None,
+    cost_model_version: Annotated[str | None, Query(max_length=32)] = None,
+    calibration_id: Annotated[str | None, Query(max_length=64)] = None,
     sort: SortKey = "-created_at",
     page_size: Annotated[int, Query(ge=1, le=200)] = 50,
     page_token: Annotated[str | None, Query(max_length=1000)] = None,
@@ -239,6 +243,8 @@ async def list_plans(
         created_after=created_after,
         created_before=created_before,
         tag=tag,
+        cost_model_version=cost_model_version,
+        calibration_id=calibration_id,
     )
     after = decode_cursor(page_token, sort=sort, filters=filters) if page_token else None
     page = await in_session(
@@ -257,6 +263,26 @@ async def list_plans(
         data=[PlanSummary.model_validate(plan_summary(r)) for r in page.rows],
         next_page_token=token,
     )
+
+
+@router.post(
+    "/plans/{plan_id}/replan",
+    status_code=201,
+    response_model=None,
+    responses={
+        200: {"description": "today's plan for the request was stored already"},
+        201: {"description": "a new plan, with its diff against the old one", "headers": _LOCATION},
+        **problem_responses(404, 422, 503),
+    },
+    summary="Plan a stored plan's request again under today's cost model; diff old and new",
+)
+async def replan_plan(
+    plan_id: str, principal: PrincipalDep, state: StateDep, body: ReplanBody | None = None
+) -> JSONResponse:
+    outcome, doc = await replan(state, principal, plan_id, calibration_choice(body))
+    assert outcome.plan is not None
+    headers = {"Location": f"/v1/plans/{outcome.plan.id}"}
+    return JSONResponse(doc, status_code=201 if outcome.created else 200, headers=headers)
 
 
 def _timestamp(moment: datetime) -> float:

@@ -56,6 +56,14 @@ class PlanPublic(BaseModel):
     request: dict[str, Any] = Field(description="the normalised plan request")
     result: PlanResult
     links: PlanLinks
+    cost_model_version: str = Field(
+        description="planner.cost.version.COST_MODEL_VERSION the plan was made with; "
+        "'unknown' for plans stored before plans recorded it"
+    )
+    calibration_id: str | None = Field(
+        description="the calibration the plan was made with (null: the catalog defaults, or "
+        "unknown when cost_model_version is)"
+    )
     submissions: list[SubmissionPublic] | None = Field(
         default=None, description="the plan's submissions, newest first (GET of one plan)"
     )
@@ -79,11 +87,30 @@ class PlanSummary(BaseModel):
     bubble_fraction: float
     peak_memory_bytes: float
     tags: list[str]
+    cost_model_version: str = Field(
+        description="planner.cost.version.COST_MODEL_VERSION the plan was made with; "
+        "'unknown' for plans stored before plans recorded it"
+    )
+    calibration_id: str | None = Field(
+        description="the calibration the plan was made with (null: the catalog defaults, or "
+        "unknown when cost_model_version is)"
+    )
 
 
 class PlanListPublic(BaseModel):
     data: list[PlanSummary]
     next_page_token: str | None = Field(description="pass as page_token for the next page")
+
+
+class SearchProgressPublic(BaseModel):
+    """A running search's latest progress report (planner.search.SearchProgress)."""
+
+    settled: int | None = Field(default=None, description="configurations decided so far")
+    total: int | None = Field(default=None, description="configurations to decide")
+    incumbent_s: float | None = Field(default=None, description="best step time found, s")
+    lower_bound_s: float | None = Field(default=None, description="proven lower bound, s")
+    gap: float | None = Field(default=None, description="(incumbent - bound) / incumbent")
+    elapsed_s: float | None = Field(default=None, description="search time so far, s")
 
 
 class JobPublic(BaseModel):
@@ -92,6 +119,9 @@ class JobPublic(BaseModel):
     id: str
     status: Literal["running", "succeeded", "failed"]
     progress: float = Field(ge=0, le=1, description="fraction of configurations searched")
+    progress_detail: SearchProgressPublic | None = Field(
+        default=None, description="the search's latest progress report, once it sent one"
+    )
     created_at: datetime
     finished_at: datetime | None = None
     plan_id: str | None = None

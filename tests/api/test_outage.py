@@ -62,9 +62,19 @@ class Outage:
 
 @pytest.fixture
 def outage() -> Iterator[Outage]:
+    yield from _service(solver_workers=3)
+
+
+@pytest.fixture
+def outage_queue() -> Iterator[Outage]:
+    """Searches as procrastinate tasks, run by a worker inside the API process."""
+    yield from _service(search_queue="procrastinate", with_worker=True, worker_concurrency=2)
+
+
+def _service(**settings_kw: object) -> Iterator[Outage]:
     with private_cluster() as cluster:
         db_url = cluster.create_database("meshplan")
-        settings = make_settings(db_url, solver_workers=3, max_time_limit_s=TIME_LIMIT_S)
+        settings = make_settings(db_url, max_time_limit_s=TIME_LIMIT_S, **settings_kw)
         with serve(create_app(settings)) as live:
             r = httpx.post(
                 f"{live.url}/v1/keys",
@@ -339,6 +349,59 @@ def test_database_outage_under_load(outage: Outage) -> None:
         notes = [r["report"]["notes"]["id"] for r in listed]
         assert runs and runs <= {r["id"] for r in listed}
         assert len(notes) == len(set(notes))  # no report stored twice
+    _assert_settled(o.db_url)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.skipif(pg_bin("initdb") is None, reason="PostgreSQL server binaries not found")
+def test_database_outage_with_the_queue_worker(outage_queue: Outage) -> None:
+    """The same load and outage with searches on the PostgreSQL queue: no 500, 503s with
+    Retry-After, recovery, resends that succeed, nothing acknowledged lost."""
+    o = outage_queue
+    assert app_state(o.live.app).queue is not None and app_state(o.live.app).worker is not None
+    with httpx.Client(base_url=o.live.url, headers=o.key, timeout=60) as client:
+        seed = client.post("/v1/plans", json=tiny_request(tags=["seed"]))
+        assert seed.status_code == 201, seed.text
+        stop = threading.Event()
+        seen = [Seen() for _ in range(CLIENTS)]
+        threads = [
+            threading.Thread(target=_load, args=(o, n, seed.json(), stop, seen[n]), daemon=True)
+            for n in range(CLIENTS)
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        o.cluster.stop()
+        o.phase[0] = "down"
+        time.sleep(OUTAGE_S)
+        o.phase[0] = "restarting"
+        o.cluster.start()
+        o.phase[0] = "after"
+        time.sleep(2.0)
+        stop.set()
+        for t in threads:
+            t.join(timeout=TIME_LIMIT_S + 60)
+            assert not t.is_alive()
+        statuses = [s for one in seen for s in one.statuses]
+        assert [s for s in statuses if s[2] >= 500 and s[2] != 503] == []
+        assert [b for one in seen for b in one.broken] == []
+        assert [e for one in seen for e in one.transport] == []
+        down = [s for s in statuses if s[0] == "down" and s[1].startswith("GET")]
+        assert down and [s for s in down if s[2] != 503] == []
+        failed = [kw for one in seen for kw in one.failed]
+        assert failed, "no POST failed during the outage"
+        for kw in failed[:4]:
+            t0 = time.monotonic()
+            r = client.post("/v1/plans", json=kw["json"], headers=_without_prefer(kw["headers"]))
+            assert r.status_code in (200, 201), r.text
+            assert time.monotonic() - t0 < TIME_LIMIT_S + RESEND_SLACK_S
+        for one in seen:
+            for plan_id in one.acked_plans:
+                assert client.get(f"/v1/plans/{plan_id}").status_code == 200
+            for job_id in one.acked_jobs:
+                job = _wait_job(client, job_id, TIME_LIMIT_S + 30)
+                assert job["status"] != "running", job
     _assert_settled(o.db_url)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from api.problems import ProblemError
+from api.schemas.plans import core_document
 from api.store import plans as plan_store
 from api.store.calibrations import get_calibration, get_run
 from planner.calibrate import Calibration, Observation, observation_from_run
@@ -40,7 +41,7 @@ def observations_from_runs(
         )
         if run is None or plan is None:
             raise _unknown(f"{field}[{i}]", run_id, "no stored run of this tenant")
-        request = PlanRequest.model_validate(plan.request)
+        request = PlanRequest.model_validate(core_document(plan.request))
         result = PlanResult.model_validate(plan.result)
         obs = observation_from_run(request, result.plan, RunReport.model_validate(run.report))
         out.append(obs.model_copy(update={"run_id": run.id}))
@@ -90,7 +91,7 @@ def plan_calibration_view(session: Session, *, tenant: str, row: Any) -> dict[st
                 break
     after = None
     if cal is not None:
-        request = PlanRequest.model_validate(row.request)
+        request = PlanRequest.model_validate(core_document(row.request))
         after = evaluate(request, result.plan.candidate(), efficiency=cal.efficiency).step_time_s
     rows = []
     for r in runs:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import require_principal
-from api.state import AppState
+from api.state import AppState, app_state
 from api.store.db import session_scope
 from api.store.keys import Principal
 
@@ -18,8 +18,7 @@ T = TypeVar("T")
 
 
 async def get_state(request: Request) -> AppState:
-    state: AppState = request.app.state.meshplan
-    return state
+    return app_state(request.app)
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
@@ -30,7 +29,11 @@ def get_session(state: StateDep) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the session commits when the route returns, before the response is sent,
+# so a 201 is never sent for a write that then fails to commit, and a commit that fails (the
+# database went away) becomes its problem response instead of a dropped connection
+# (https://fastapi.tiangolo.com/tutorial/dependencies/dependencies-with-yield/#early-exit-and-scope).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(require_principal)]
 
 

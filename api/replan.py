@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.planning import Outcome, Planner
 from api.present import current_result, plan_document, plan_model
 from api.problems import ProblemError
+from api.schemas.plans import PlanCreate
 from api.state import AppState
 from api.store import plans as plan_store
 from api.store.keys import Principal
 from api.store.tables import PlanRow
-from planner.specs import PlanRequest
 from planner.specs.request import CalibrationRef
 
 KEEP = object()
@@ -66,14 +66,14 @@ PREDICTION_FIELDS = (
 )
 
 
-def stored_request(row: PlanRow, calibration_id: Any = KEEP) -> PlanRequest:
+def stored_request(row: PlanRow, calibration_id: Any = KEEP) -> PlanCreate:
     """The plan's stored request as today's PlanRequest (422 when today's schema refuses it),
     with `calibration_id` (when given) in place of its calibration."""
     doc = dict(row.request)
     if calibration_id is not KEEP:
         doc["calibration"] = None
     try:
-        request = PlanRequest.model_validate(doc)
+        request = PlanCreate.model_validate(doc)  # the stored document carries its tags
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

@@ -4,7 +4,7 @@ search queue (PostgreSQL) and its embedded worker, the submitters and the submis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,3 +35,12 @@ class AppState:
     # PostgreSQL: the App the API defers search tasks on (api.queue); None: the pool runs them
     queue: procrastinate.App | None = None
     worker: EmbeddedWorker | None = None  # `serve --with-worker`
+
+
+def app_state(app: Any) -> AppState:
+    """The state `create_app` keeps on `app` (Starlette's `app.state` is untyped): the one
+    typed way in, for routes (api.deps.StateDep) and middleware alike."""
+    state = app.state.meshplan
+    if not isinstance(state, AppState):
+        raise TypeError(f"app.state.meshplan is a {type(state).__name__}, not an AppState")
+    return state

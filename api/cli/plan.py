@@ -14,11 +14,9 @@ from api.cli.documents import expect
 from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
 from api.cli.progress import search_progress
-from planner.cost import partition_inputs, score_partition
+from api.timeline import plan_timeline_svg
 from planner.errors import InfeasibleError, SpecError
-from planner.plan import Plan, PlanResult
-from planner.schedules import generate
-from planner.schedules.svg import render_timeline_svg
+from planner.plan import PlanResult
 from planner.search import search
 from planner.specs import PlanRequest
 
@@ -122,18 +120,6 @@ def _print(result: PlanResult) -> None:
     )
 
 
-def _svg(request: PlanRequest, plan: Plan) -> str:
-    inputs = partition_inputs(request, plan.candidate())
-    sc = score_partition(inputs, plan.stages, with_timeline=True)
-    schedule = generate(
-        plan.schedule, pp=plan.pp, vpp=plan.vpp, num_microbatches=plan.num_microbatches
-    )
-    title = (
-        f"{plan.model_name}: {plan.schedule} pp={plan.pp} vpp={plan.vpp} m={plan.num_microbatches}"
-    )
-    return render_timeline_svg(schedule, sc.sim, title=title)
-
-
 def _print_replan(doc: dict[str, Any]) -> None:
     old, new = doc["old"], doc["new"]
     typer.echo(
@@ -229,7 +215,7 @@ def plan(
     except SpecError as exc:
         fail(str(exc), as_json=as_json, doc={"error": str(exc), "field": exc.field})
     if svg is not None:
-        write_output(svg, _svg(req, result.plan), as_json=as_json)
+        write_output(svg, plan_timeline_svg(result.plan), as_json=as_json)
     if as_json:
         emit_json(
             {

@@ -24,8 +24,8 @@ from api.auth import csrf_ok, page_key
 from api.deps import StateDep
 from api.pages import planform
 from api.pages.common import not_found, page_principal, session_csrf, templates
-from api.planning import Planner, error_document
-from api.problems import ProblemError
+from api.planning import Planner
+from api.problems import ProblemError, problem_document
 from api.routes.jobs import job_document
 from api.state import AppState
 from api.store import plans as plan_store
@@ -69,7 +69,7 @@ async def submit_form(request: Request, state: StateDep) -> Response:
     try:
         outcome = await Planner(state).submit(principal, plan_request, wait=False)
     except (ProblemError, SpecError) as exc:  # limits, an unknown profile_id, a spec rule
-        problem = error_document(exc)
+        problem = problem_document(exc)
         planform.place_problem(form, problem)
         return await _render(request, state, principal, form, int(problem["status"]))
     if outcome.plan is not None:

@@ -17,9 +17,9 @@ from urllib.parse import parse_qs
 
 from pydantic import ValidationError
 
+from api.schemas.plans import PlanCreate
 from planner.catalog.hardware import GPUS
 from planner.catalog.presets import PRESETS
-from planner.specs import PlanRequest
 from planner.specs.base import SCHEDULES
 
 FRAMEWORK_CHOICES = ("", "meshplan", "megatron", "torchtitan", "deepspeed")
@@ -90,7 +90,7 @@ def blank() -> FormState:
     return FormState(values=dict(DEFAULTS))
 
 
-def build_request(form: FormState) -> PlanRequest | None:
+def build_request(form: FormState) -> PlanCreate | None:
     """The plan request the form describes, or None with `form.errors` filled."""
     doc: dict[str, Any] = {}
     model = _model(form)
@@ -106,7 +106,7 @@ def build_request(form: FormState) -> PlanRequest | None:
     if form.errors:
         return None
     try:
-        return PlanRequest.model_validate(doc)
+        return PlanCreate.model_validate(doc)
     except ValidationError as exc:
         for err in exc.errors():
             place_error(form, tuple(str(p) for p in err["loc"]), _message(err))

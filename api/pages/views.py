@@ -24,6 +24,7 @@ from api.pages.compare import KNOBS, differences, knob_value, launch_options
 from api.present import decode_cursor, encode_cursor
 from api.problems import ProblemError
 from api.routes.runs import run_document
+from api.schemas.plans import core_document
 from api.state import AppState
 from api.store import plans as plan_store
 from api.store import runs as run_store
@@ -224,7 +225,7 @@ def _alternative_context(
     stored = result.alternatives[index]
     error = None
     try:
-        request = PlanRequest.model_validate(row.request)
+        request = PlanRequest.model_validate(core_document(row.request))
         alt = fixed_plan(request, stored.candidate())
     except (ValueError, SpecError) as exc:  # a stored request today's specs refuse
         alt, error = stored, str(exc)[:500]

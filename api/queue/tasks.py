@@ -26,8 +26,10 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.metrics import Metrics
-from api.planning import error_document, run_search
+from api.planning import run_search
+from api.problems import problem_document
 from api.queue.app import POLL_SUBMISSIONS_TASK, RETRY_STALLED_TASK, SEARCH_QUEUE, SEARCH_TASK
+from api.schemas.plans import core_document
 from api.settings import Settings
 from api.store import jobs as job_store
 from api.store import plans as plan_store
@@ -139,8 +141,8 @@ class QueueTasks:
         self.metrics.searches.inc()
         start = time.perf_counter()
         try:
-            request = PlanRequest.model_validate(document)
-            result = run_search(
+            request = PlanRequest.model_validate(core_document(document))
+            found = run_search(
                 request,
                 max_time_limit_s=self.settings.max_time_limit_s,
                 on_progress=self._progress(job_id, context),
@@ -149,7 +151,7 @@ class QueueTasks:
             raise  # shutdown: procrastinate re-queues it
         except Exception as exc:  # the search's own verdict: the job ends with it
             self.metrics.search_seconds.labels(type(exc).__name__).observe(0)
-            problem, kind = error_document(exc), type(exc).__name__
+            problem, kind = problem_document(exc), type(exc).__name__
 
             def record(session: Session) -> str:
                 job_store.finish(session, job_id=job_id, error=problem)
@@ -166,8 +168,8 @@ class QueueTasks:
                 tenant=tenant,
                 request_hash=request_hash,
                 request=document,
-                result=result,
-                tags=list(request.tags),
+                result=found.result.model_dump(mode="json"),
+                tags=list(document.get("tags", ())),
             )
             job_store.finish(session, job_id=job_id, plan_id=row.id)
             return f"job {job_id}: plan {row.id}"

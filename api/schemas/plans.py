@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from api.schemas.problem import Problem
 from api.schemas.submissions import SubmissionPublic
 from planner.plan import PlanResult
+from planner.specs import PlanRequest
+from planner.specs.limits import TEXT
+
+# The fields of a POST /v1/plans body that only the service has.
+SERVICE_FIELDS = frozenset({"tags", "force"})
+
+
+class PlanCreate(PlanRequest):
+    """POST /v1/plans: a plan request (the core's `PlanRequest`, the JSON `meshplan plan`
+    reads) and the fields only the service has: the plan's tags and `force`."""
+
+    tags: tuple[Annotated[str, Field(min_length=1, max_length=TEXT.tag_chars)], ...] = Field(
+        default=(), max_length=TEXT.tags, description="labels for the plan history"
+    )
+    force: bool = Field(default=False, description="re-plan even if a plan is cached")
+
+    def core(self) -> PlanRequest:
+        """The request without the service's fields (its values are validated already)."""
+        return PlanRequest.model_construct(
+            **{name: getattr(self, name) for name in PlanRequest.model_fields}
+        )
+
+
+def core_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """A stored plan's request document (which carries its tags) as the core's JSON."""
+    return {k: v for k, v in doc.items() if k not in SERVICE_FIELDS}
 
 
 class PlanLinks(BaseModel):

@@ -152,10 +152,6 @@ class PlanRequest(Frozen):
     constraints: Constraints = Constraints()
     objective: Literal["time", "bubble"] = "time"
     search: SearchOptions = SearchOptions()
-    tags: tuple[Annotated[str, Field(min_length=1, max_length=TEXT.tag_chars)], ...] = Field(
-        default=(), max_length=TEXT.tags, description="labels for the plan history"
-    )
-    force: bool = Field(default=False, description="service: re-plan even if a plan is cached")
     calibration: CalibrationRef | None = Field(
         default=None, description="cost-model constants from a calibration (meshplan calibrate)"
     )

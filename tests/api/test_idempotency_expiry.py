@@ -16,10 +16,10 @@ from svc_harness import make_settings, new_key
 
 from api.app import create_app
 from api.routes.plans import body_fingerprint
+from api.schemas.plans import PlanCreate
 from api.store import idempotency
 from api.store.idempotency import Expiry
 from api.store.tables import IdempotencyRow
-from planner.specs import PlanRequest
 
 TTL_S = 2.0
 
@@ -90,7 +90,7 @@ def test_expired_rows_are_purged_running_ones_kept(frequent: tuple[TestClient, A
         state.sessions,
         tenant="acme",
         key="k-running",
-        fingerprint=body_fingerprint(PlanRequest.model_validate(body)),
+        fingerprint=body_fingerprint(PlanCreate.model_validate(body)),
     )
     assert running.outcome == "new"  # as if a request with this key were still running
     assert _keys(state) == {"k-1", "k-2", "k-3", "k-running"}

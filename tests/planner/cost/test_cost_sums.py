@@ -10,7 +10,7 @@ import pytest
 from planner.cost import score as score_module
 from planner.cost.score import _stage_sums, stage_sums_python
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_recompute_curve import mixed_case
+from tests.planner.search.cases import mixed_case
 
 MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 

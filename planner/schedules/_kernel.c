@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -172,6 +173,210 @@ done:
     free(pred);
     free(pred_lag);
     release(&t);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&xs);
+    return result;
+}
+
+/* A compiled schedule checked once (prepare), for the repeated passes of the search: the rows
+ * copied, each missing dependency pointing at a sentinel end time 0.0 (index n), and the
+ * largest duration and lag slots they read, so each pass checks only its tables' lengths. */
+typedef struct {
+    Py_ssize_t n;
+    int pp, max_slot, max_lag;
+    int ops[];  /* 6 per action, as the flat table, deps -1 -> n */
+} Prepared;
+
+#define PREPARED "planner.schedules._kernel.Prepared"
+
+static void prepared_free(PyObject *capsule) {
+    PyMem_Free(PyCapsule_GetPointer(capsule, PREPARED));
+}
+
+/* prepare(ops, pp) -> handle: the rows checked (as run checks them) and kept. */
+static PyObject *prepare(PyObject *self, PyObject *args) {
+    Tables t;
+    int pp;
+    if (!PyArg_ParseTuple(args, "y*i", &t.ops, &pp)) return NULL;
+    t.dur.obj = t.lag.obj = NULL;
+    PyObject *result = NULL;
+    if (t.ops.itemsize != 4 || t.ops.len % 24 != 0 || pp <= 0 || t.ops.len / 24 > INT_MAX - 1) {
+        PyErr_SetString(PyExc_ValueError, "kernel.prepare: ops must be int32 x 6");
+        goto done;
+    }
+    Py_ssize_t n = t.ops.len / 24;
+    Prepared *p = PyMem_Malloc(sizeof(Prepared) + (size_t)t.ops.len);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    p->n = n;
+    p->pp = pp;
+    p->max_slot = p->max_lag = 0;
+    const int *ops = (const int *)t.ops.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int *o = ops + 6 * i;
+        if (o[0] < 0 || o[0] >= pp || o[1] < 0 || o[2] < -1 || o[2] >= i || o[4] < -1 ||
+            o[4] >= i || o[3] < 0 || o[5] < 0) {
+            PyMem_Free(p);
+            PyErr_Format(PyExc_ValueError, "kernel.prepare: op %zd out of range", i);
+            goto done;
+        }
+        int *q = p->ops + 6 * i;
+        q[0] = o[0];
+        q[1] = o[1];
+        q[2] = o[2] >= 0 ? o[2] : (int)n;
+        q[3] = o[3];
+        q[4] = o[4] >= 0 ? o[4] : (int)n;
+        q[5] = o[5];
+        if (o[1] > p->max_slot) p->max_slot = o[1];
+        if (o[3] > p->max_lag) p->max_lag = o[3];
+        if (o[5] > p->max_lag) p->max_lag = o[5];
+    }
+    result = PyCapsule_New(p, PREPARED, prepared_free);
+    if (result == NULL) PyMem_Free(p);
+done:
+    PyBuffer_Release(&t.ops);
+    return result;
+}
+
+/* The prepared rows and the duration and lag tables, their lengths checked against the slots
+ * the rows read. */
+static Prepared *prepared_tables(PyObject *handle, Py_buffer *dur, Py_buffer *lag) {
+    Prepared *p = PyCapsule_GetPointer(handle, PREPARED);
+    if (p == NULL) return NULL;
+    if (dur->itemsize != 8 || lag->itemsize != 8 || dur->len / 8 <= p->max_slot ||
+        lag->len / 8 <= p->max_lag) {
+        PyErr_SetString(PyExc_ValueError, "kernel: duration or lag table too short");
+        return NULL;
+    }
+    return p;
+}
+
+/* The longest-path pass of `longest` over prepared rows: end (n + 1, end[n] = 0.0), each
+ * rank's busy time (if busy) and the longest path's predecessors (if pred). */
+static void prepared_longest(const Prepared *p, const double *dur, const double *lag,
+                             double *end, double *free_at, int *last, double *busy, int *pred,
+                             int *pred_lag) {
+    end[p->n] = 0.0;
+    for (int r = 0; r < p->pp; r++) {
+        free_at[r] = 0.0;
+        last[r] = -1;
+    }
+    const int *o = p->ops;
+    for (Py_ssize_t i = 0; i < p->n; i++, o += 6) {
+        int rank = o[0];
+        double t0 = free_at[rank];
+        int q = last[rank], pl = 0;
+        double ready = end[o[2]] + lag[o[3]];
+        if (ready > t0) {
+            t0 = ready;
+            q = o[2];
+            pl = o[3];
+        }
+        ready = end[o[4]] + lag[o[5]];
+        if (ready > t0) {
+            t0 = ready;
+            q = o[4];
+            pl = o[5];
+        }
+        double d = dur[o[1]];
+        end[i] = free_at[rank] = t0 + d;
+        if (busy != NULL) busy[rank] += d;
+        if (pred != NULL) {
+            pred[i] = q == (int)p->n ? -1 : q;
+            pred_lag[i] = pl;
+        }
+        last[rank] = (int)i;
+    }
+}
+
+/* makespan(handle, dur, lag, busy_out) -> makespan: run's makespan and busy times without
+ * the start and end times. */
+static PyObject *makespan(PyObject *self, PyObject *args) {
+    PyObject *handle;
+    Py_buffer dur, lag, busy;
+    if (!PyArg_ParseTuple(args, "Oy*y*w*", &handle, &dur, &lag, &busy)) return NULL;
+    PyObject *result = NULL;
+    double *end = NULL;
+    Prepared *p = prepared_tables(handle, &dur, &lag);
+    if (p == NULL) goto done;
+    if (busy.itemsize != 8 || busy.len < p->pp * 8) {
+        PyErr_SetString(PyExc_ValueError, "kernel.makespan: busy buffer too small");
+        goto done;
+    }
+    end = PyMem_Malloc((size_t)(p->n + 1) * sizeof(double) + (size_t)p->pp * (sizeof(double) +
+                                                                               sizeof(int)));
+    if (end == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *free_at = end + p->n + 1;
+    int *last = (int *)(free_at + p->pp);
+    double *b = (double *)busy.buf;
+    for (int r = 0; r < p->pp; r++) b[r] = 0.0;
+    prepared_longest(p, (const double *)dur.buf, (const double *)lag.buf, end, free_at, last, b,
+                     NULL, NULL);
+    double top = 0.0;
+    for (Py_ssize_t i = 0; i < p->n; i++)
+        if (end[i] > top) top = end[i];
+    result = PyFloat_FromDouble(top);
+done:
+    PyMem_Free(end);
+    PyBuffer_Release(&dur);
+    PyBuffer_Release(&lag);
+    PyBuffer_Release(&busy);
+    return result;
+}
+
+/* critical_prepared(handle, dur, lag, num_stages, counts_out, x_out) -> makespan: critical
+ * over prepared rows. */
+static PyObject *critical_prepared(PyObject *self, PyObject *args) {
+    PyObject *handle;
+    Py_buffer dur, lag, counts, xs;
+    int n_st;
+    if (!PyArg_ParseTuple(args, "Oy*y*iw*w*", &handle, &dur, &lag, &n_st, &counts, &xs))
+        return NULL;
+    PyObject *result = NULL;
+    double *end = NULL;
+    int *pred = NULL;
+    Prepared *p = prepared_tables(handle, &dur, &lag);
+    if (p == NULL) goto done;
+    if (counts.itemsize != 4 || xs.itemsize != 4 || counts.len < 4 * n_st * 4 ||
+        xs.len < (n_st > 1 ? n_st - 1 : 0) * 4 || p->max_slot >= 4 * n_st ||
+        p->max_lag > (n_st > 1 ? n_st - 1 : 0)) {
+        PyErr_SetString(PyExc_ValueError, "kernel.critical: bad output buffers");
+        goto done;
+    }
+    if (p->n == 0) {
+        result = PyFloat_FromDouble(0.0);
+        goto done;
+    }
+    end = PyMem_Malloc((size_t)(p->n + 1) * sizeof(double) + (size_t)p->pp * sizeof(double));
+    pred = PyMem_Malloc((size_t)(2 * p->n + p->pp) * sizeof(int));
+    if (end == NULL || pred == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int *pred_lag = pred + p->n, *last = pred + 2 * p->n;
+    prepared_longest(p, (const double *)dur.buf, (const double *)lag.buf, end, end + p->n + 1,
+                     last, NULL, pred, pred_lag);
+    Py_ssize_t cur = 0;
+    for (Py_ssize_t i = 1; i < p->n; i++)
+        if (end[i] > end[cur]) cur = i;
+    double top = end[cur];
+    int *c = (int *)counts.buf, *x = (int *)xs.buf;
+    while (cur >= 0) {
+        c[p->ops[6 * cur + 1]] += 1;
+        if (pred_lag[cur] > 0) x[pred_lag[cur] - 1] += 1;
+        cur = pred[cur];
+    }
+    result = PyFloat_FromDouble(top);
+done:
+    PyMem_Free(end);
+    PyMem_Free(pred);
+    PyBuffer_Release(&dur);
+    PyBuffer_Release(&lag);
     PyBuffer_Release(&counts);
     PyBuffer_Release(&xs);
     return result;
@@ -516,6 +721,9 @@ static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS, "Compile per-rank orders into topological rows."},
     {"critical", critical, METH_VARARGS, "Makespan and one longest path's visit counts."},
     {"generate", generate, METH_VARARGS, "A schedule's per-rank orders as int32 codes."},
+    {"prepare", prepare, METH_VARARGS, "Check a compiled schedule once and keep it."},
+    {"makespan", makespan, METH_VARARGS, "Makespan and busy times of a prepared schedule."},
+    {"critical_prepared", critical_prepared, METH_VARARGS, "critical of a prepared schedule."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,6 +11,7 @@
 #include <Python.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     Py_buffer ops, dur, lag;
@@ -382,6 +383,165 @@ done:
     return result;
 }
 
+/* A Pareto front of int vectors (planner/schedules/inflight.py: _front's maximal vectors),
+ * kept as vectors arrive: one covered by a kept vector (>= everywhere) is dropped, one that
+ * covers kept vectors replaces them. Each vector carries a tag (the W's stage for the plain
+ * points: the first action with that vector, as dict.setdefault keeps it). */
+typedef struct {
+    int *v; /* (tag, counts[width]) per vector */
+    Py_ssize_t len, cap; /* vectors held, ints allocated */
+} Front;
+
+static int front_add(Front *f, const int *held, int width, int tag) {
+    int rec = width + 1;
+    for (Py_ssize_t k = 0; k < f->len; k++) {
+        const int *q = f->v + k * rec + 1;
+        int covers = 1;
+        for (int j = 0; j < width && covers; j++) covers = q[j] >= held[j];
+        if (covers) return 0;
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t k = 0; k < f->len; k++) {
+        const int *q = f->v + k * rec + 1;
+        int below = 1;
+        for (int j = 0; j < width && below; j++) below = q[j] <= held[j];
+        if (!below) {
+            if (kept != k) memmove(f->v + kept * rec, f->v + k * rec, (size_t)rec * sizeof(int));
+            kept++;
+        }
+    }
+    f->len = kept;
+    if ((f->len + 1) * rec > f->cap) { /* cap counts ints: ranks differ in width */
+        Py_ssize_t cap = f->cap ? 2 * f->cap : 8 * rec;
+        while (cap < (f->len + 1) * rec) cap *= 2;
+        int *v = PyMem_Realloc(f->v, (size_t)cap * sizeof(int));
+        if (v == NULL) return -1;
+        f->v = v;
+        f->cap = cap;
+    }
+    int *slot = f->v + f->len * rec;
+    slot[0] = tag;
+    memcpy(slot + 1, held, (size_t)width * sizeof(int));
+    f->len++;
+    return 0;
+}
+
+/* held_fronts(codes, offsets, pp, num_stages, stage_rank) -> bytes of int32: each rank's
+ * fronts of the walk of planner/schedules/inflight.py (_walk): held counts per chunk while
+ * each action runs, +1 at F, -1 after a B or W. Per rank, for each of its stages in order the
+ * front of its backward (B, I) points, then the front of the last stage's F points, then the
+ * front of the W points with their stages; each front as its length then (tag, counts) per
+ * vector (tag: the W's stage, else -1). A rank running a stage it does not hold raises. */
+static PyObject *held_fronts(PyObject *self, PyObject *args) {
+    Py_buffer codes, offsets, ranks;
+    int pp, n_st;
+    if (!PyArg_ParseTuple(args, "y*y*iiy*", &codes, &offsets, &pp, &n_st, &ranks)) return NULL;
+    PyObject *result = NULL;
+    int *slot = NULL, *held = NULL, *out = NULL, *stages = NULL;
+    Front *fronts = NULL;
+    int n_fronts = 0;
+    Py_ssize_t out_len = 0, out_cap = 0;
+    const int *c = (const int *)codes.buf, *off = (const int *)offsets.buf;
+    const int *rank_of = (const int *)ranks.buf;
+    Py_ssize_t n = codes.len / 12;
+    if (codes.itemsize != 4 || codes.len % 12 != 0 || offsets.itemsize != 4 ||
+        offsets.len != 4 * (Py_ssize_t)(pp + 1) || ranks.itemsize != 4 ||
+        ranks.len != 4 * (Py_ssize_t)n_st || pp < 1 || n_st < 1) {
+        PyErr_SetString(PyExc_ValueError, "kernel.held_fronts: tables of the wrong size");
+        goto done;
+    }
+    for (int r = 0; r <= pp; r++) {
+        if (off[r] < 0 || off[r] > n || (r > 0 && off[r] < off[r - 1])) {
+            PyErr_SetString(PyExc_ValueError, "kernel.held_fronts: offsets out of range");
+            goto done;
+        }
+    }
+    for (int s = 0; s < n_st; s++) {
+        if (rank_of[s] < 0 || rank_of[s] >= pp) {
+            PyErr_Format(PyExc_ValueError, "kernel.held_fronts: stage %d on no rank", s);
+            goto done;
+        }
+    }
+    slot = PyMem_Malloc((size_t)n_st * sizeof(int));
+    held = PyMem_Malloc((size_t)n_st * sizeof(int));
+    stages = PyMem_Malloc((size_t)n_st * sizeof(int));
+    fronts = PyMem_Calloc((size_t)n_st + 2, sizeof(Front));
+    if (slot == NULL || held == NULL || stages == NULL || fronts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    n_fronts = n_st + 2;
+    int last = n_st - 1;
+    for (int r = 0; r < pp; r++) {
+        int width = 0;
+        for (int s = 0; s < n_st; s++) {
+            slot[s] = -1;
+            if (rank_of[s] == r) {
+                stages[width] = s;
+                slot[s] = width++;
+            }
+        }
+        for (int j = 0; j < width; j++) held[j] = 0;
+        for (int k = 0; k < width + 2; k++) fronts[k].len = 0;
+        Front *loss = fronts + width, *plain = fronts + width + 1;
+        for (Py_ssize_t i = off[r]; i < off[r + 1]; i++) {
+            int stage = c[3 * i], kind = c[3 * i + 1];
+            if (stage < 0 || stage >= n_st || slot[stage] < 0 || kind < 0 || kind > 3) {
+                PyErr_Format(PyExc_ValueError,
+                             "kernel.held_fronts: rank %d runs stage %d (kind %d)", r, stage,
+                             kind);
+                goto done;
+            }
+            int j = slot[stage], rc = 0;
+            if (kind == 0) { /* F */
+                held[j] += 1;
+                if (stage == last) rc = front_add(loss, held, width, -1);
+            } else if (kind == 3) { /* W */
+                rc = front_add(plain, held, width, stage);
+                held[j] -= 1;
+            } else { /* B or I: a backward; B releases, I does not */
+                rc = front_add(fronts + j, held, width, -1);
+                if (kind == 1) held[j] -= 1;
+            }
+            if (rc < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
+        Py_ssize_t need = 0;
+        for (int k = 0; k < width + 2; k++) need += 1 + fronts[k].len * (width + 1);
+        if (out_len + need > out_cap) {
+            Py_ssize_t cap = out_cap ? out_cap : 64;
+            while (cap < out_len + need) cap *= 2;
+            int *grown = PyMem_Realloc(out, (size_t)cap * sizeof(int));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            out = grown;
+            out_cap = cap;
+        }
+        for (int k = 0; k < width + 2; k++) {
+            out[out_len++] = (int)fronts[k].len;
+            size_t words = (size_t)(fronts[k].len * (width + 1));
+            if (words) memcpy(out + out_len, fronts[k].v, words * sizeof(int));
+            out_len += (Py_ssize_t)words;
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)out, out_len * (Py_ssize_t)sizeof(int));
+done:
+    for (int k = 0; k < n_fronts; k++) PyMem_Free(fronts[k].v);
+    PyMem_Free(fronts);
+    PyMem_Free(slot);
+    PyMem_Free(held);
+    PyMem_Free(stages);
+    PyMem_Free(out);
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&ranks);
+    return result;
+}
+
 /* build(codes, offsets, pp, num_stages, m, rank_of, ops_out, pos_out, peak_out) -> status.
  *
  * Compiles a schedule: codes are int32 triples (stage, kind 0..3 = F B I W, micro-batch) of
@@ -724,6 +884,7 @@ static PyMethodDef methods[] = {
     {"prepare", prepare, METH_VARARGS, "Check a compiled schedule once and keep it."},
     {"makespan", makespan, METH_VARARGS, "Makespan and busy times of a prepared schedule."},
     {"critical_prepared", critical_prepared, METH_VARARGS, "critical of a prepared schedule."},
+    {"held_fronts", held_fronts, METH_VARARGS, "Each rank's fronts of held counts."},
     {NULL, NULL, 0, NULL},
 };
 

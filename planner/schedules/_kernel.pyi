@@ -39,3 +39,6 @@ def critical_prepared(
     counts: array[int],
     xs: array[int],
 ) -> float: ...
+def held_fronts(
+    codes: array[int], offsets: array[int], pp: int, num_stages: int, rank_of: array[int]
+) -> bytes: ...

@@ -10,10 +10,12 @@ here depends only on the per-rank orders, never on durations.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from planner.memo import PerObject
+from planner.schedules import kernel
 from planner.schedules.generators import generate, peak_inflight_of, schedule_codes
 from planner.schedules.ir import ActionKind, Schedule, rank_stages, stage_to_rank
 from planner.specs.base import ScheduleName
@@ -177,7 +179,47 @@ def _point_order(p: HeldPoint) -> tuple[int, int, int, tuple[int, ...]]:
 def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
     """Every rank's undominated points. An F's point is kept only on the last stage: on any
     other stage its transient is 0 and the action that follows it on the rank (a B, I or W:
-    every F precedes its own backward) runs with the same counts held."""
+    every F precedes its own backward) runs with the same counts held. The walk runs in C
+    where the kernel is built (kernel.held_fronts: each class's maximal vectors as they
+    arrive, whose front is the front of all of them), else in Python (_walk_python)."""
+    if not kernel.available():
+        return _walk_python(schedule)
+    codes, offsets = schedule_codes(schedule)
+    stage_rank = tuple(schedule.rank_of(s) for s in range(schedule.num_stages))
+    stages = rank_stages(stage_rank)
+    last = schedule.num_stages - 1
+    flat = kernel.held_fronts(codes, offsets, schedule.pp, schedule.num_stages, stage_rank)
+    out = []
+    at = 0
+    for r in range(schedule.pp):
+        width = len(stages[r])
+        back: dict[int, set[tuple[int, ...]]] = {}
+        for s in stages[r]:
+            vectors, at = _read_front(flat, at, width)
+            back[s] = {v for _, v in vectors}
+        vectors, at = _read_front(flat, at, width)
+        loss_fw = {v for _, v in vectors}
+        vectors, at = _read_front(flat, at, width)
+        plain = {v: (stage, ActionKind.W) for stage, v in vectors}
+        out.append(_undominated(stages[r], back, loss_fw, plain, last))
+    return tuple(out)
+
+
+def _read_front(
+    flat: Sequence[int], at: int, width: int
+) -> tuple[list[tuple[int, tuple[int, ...]]], int]:
+    """One front of kernel.held_fronts' output from position `at`: its (tag, counts) vectors
+    and the position after it."""
+    count, rec = flat[at], width + 1
+    start = at + 1
+    vectors = [
+        (flat[k], tuple(flat[k + 1 : k + rec])) for k in range(start, start + count * rec, rec)
+    ]
+    return vectors, start + count * rec
+
+
+def _walk_python(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
+    """_walk in Python: every held vector of every action into its class's set."""
     codes, offsets = schedule_codes(schedule)
     stage_rank = tuple(schedule.rank_of(s) for s in range(schedule.num_stages))
     stages = rank_stages(stage_rank)

@@ -42,6 +42,7 @@ __all__ = [
     "critical_prepared",
     "critical_python",
     "flatten",
+    "held_fronts",
     "makespan",
     "prepare",
     "rows_of",
@@ -240,6 +241,20 @@ def critical_prepared(
     counts, xs = array("i", bytes(16 * num_stages)), array("i", bytes(4 * max(0, num_stages - 1)))
     top = _kernel.critical_prepared(handle, _doubles(dur), _doubles(lag), num_stages, counts, xs)
     return top, counts.tolist(), xs.tolist()
+
+
+def held_fronts(
+    codes: array[int], offsets: Sequence[int], pp: int, num_stages: int, rank_of: Sequence[int]
+) -> array[int]:
+    """The C walk of planner.schedules.inflight._walk over a schedule's codes: per rank, the
+    front of each stage's backward points, of the last stage's F points and of the W points
+    (with their stages), each as its length then (tag, counts) per vector (_kernel.c)."""
+    assert _kernel is not None
+    out = array("i")
+    out.frombytes(
+        _kernel.held_fronts(codes, array("i", offsets), pp, num_stages, array("i", rank_of))
+    )
+    return out
 
 
 def _doubles(values: Sequence[float]) -> array[float]:

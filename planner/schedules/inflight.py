@@ -106,8 +106,10 @@ def _covered(counts: tuple[int, ...], front: list[tuple[int, ...]]) -> bool:
     return any(all(map(operator.le, counts, q)) for q in front)
 
 
-def _front(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """The vectors no other one is >= everywhere."""
+def _front(vectors: set[tuple[int, ...]], *, maximal: bool = False) -> list[tuple[int, ...]]:
+    """The vectors no other one is >= everywhere. `maximal`: `vectors` is such a set already
+    (kernel.held_fronts' output), so with three or more chunks no vector is dropped and only
+    the order is made (most held first)."""
     if not vectors:
         return []
     width = len(next(iter(vectors)))
@@ -119,8 +121,11 @@ def _front(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
             if not kept or v[1] > kept[-1][1]:
                 kept.append(v)
         return _upper_hull(kept)
+    ordered = sorted(vectors, key=lambda x: (-sum(x), x))
+    if maximal:
+        return ordered
     kept = []
-    for v in sorted(vectors, key=lambda x: (-sum(x), x)):
+    for v in ordered:
         if not _covered(v, kept):
             kept.append(v)
     return kept
@@ -148,24 +153,27 @@ def _undominated(
     loss_fw: set[tuple[int, ...]],
     plain: dict[tuple[int, ...], tuple[int, ActionKind]],
     last: int,
+    *,
+    maximal: bool = False,
 ) -> tuple[HeldPoint, ...]:
     """The points of one rank that no other point dominates: q dominates p when q holds at
     least as much on every stage and p's transient is at most q's whatever the transients
     (planner.cost.memory.point_transient_bytes). A backward point (B, I) is compared with its
     stage's backward points; the last stage's F (the loss temporary) also with that stage's
     backward points; a point without transient (W) with every point. With two chunks, only
-    the upper convex hull of each class is kept (_upper_hull)."""
+    the upper convex hull of each class is kept (_upper_hull). `maximal`: each class holds
+    its front already (_front)."""
     out: list[HeldPoint] = []
     kept: list[tuple[int, ...]] = []
     for s in stages:
-        front = _front(back.get(s, set()))
+        front = _front(back.get(s, set()), maximal=maximal)
         out += [HeldPoint(v, s, ActionKind.B) for v in front]
         kept += front
         if s == last:
-            fwd = [v for v in _front(loss_fw) if not _covered(v, front)]
+            fwd = [v for v in _front(loss_fw, maximal=maximal) if not _covered(v, front)]
             out += [HeldPoint(v, s, ActionKind.F) for v in fwd]
             kept += fwd
-    for v in _front(set(plain)):
+    for v in _front(set(plain), maximal=maximal):
         if not _covered(v, kept):
             out.append(HeldPoint(v, *plain[v]))
     return tuple(sorted(out, key=_point_order))
@@ -201,7 +209,7 @@ def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
         loss_fw = {v for _, v in vectors}
         vectors, at = _read_front(flat, at, width)
         plain = {v: (stage, ActionKind.W) for stage, v in vectors}
-        out.append(_undominated(stages[r], back, loss_fw, plain, last))
+        out.append(_undominated(stages[r], back, loss_fw, plain, last, maximal=True))
     return tuple(out)
 
 

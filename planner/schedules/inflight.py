@@ -196,7 +196,7 @@ def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
     stage_rank = tuple(schedule.rank_of(s) for s in range(schedule.num_stages))
     stages = rank_stages(stage_rank)
     last = schedule.num_stages - 1
-    flat = kernel.held_fronts(codes, offsets, schedule.pp, schedule.num_stages, stage_rank)
+    flat = kernel.held_fronts(codes, offsets, schedule.pp, schedule.num_stages, stage_rank).tolist()
     out = []
     at = 0
     for r in range(schedule.pp):
@@ -300,7 +300,7 @@ def coheld_counts(
     stages = rank_stages(stage_rank)
     out = [0] * len(stage_rank)
     for r, pts in enumerate(points):
-        best = max(pts, key=lambda p: sum(p.counts))
+        best = max(pts, key=lambda p: p.total)
         for j, s in enumerate(stages[r]):
             out[s] = best.counts[j]
     return tuple(out)

@@ -102,8 +102,16 @@ def _one_run(request_json: str, cpu: int) -> dict[str, Any]:
     }
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def _context() -> multiprocessing.context.BaseContext:
-    """A forkserver whose server has imported the planner (children start fast and clean)."""
+    """A forkserver whose server has imported the planner (children start fast and clean).
+    The server is a new interpreter that does not inherit this process's sys.path: PYTHONPATH
+    names this checkout first, so it searches with the same planner as this process."""
+    path = os.environ.get("PYTHONPATH", "")
+    if not path.startswith(str(ROOT)):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["planner.search"])
     return ctx

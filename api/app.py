@@ -8,10 +8,12 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.gzip import GZipMiddleware
 
 from api import openapi_fixes, problems
 from api.lifecycle import build_state, start, stop
 from api.middleware import BodyLimitMiddleware, MetricsMiddleware, UrlTextMiddleware
+from api.ratelimit import RateLimitMiddleware, buckets_for, declare_rate_limited
 from api.routes import ROUTERS
 from api.schemas.problem import Problem
 from api.settings import Settings
@@ -42,8 +44,12 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(UrlTextMiddleware)
+    app.add_middleware(
+        RateLimitMiddleware, buckets=buckets_for(settings), known=state.key_cache.__contains__
+    )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(GZipMiddleware, minimum_size=1000)  # gzip when the client accepts it
     _with_problem_schema(app)
     return app
 
@@ -65,6 +71,7 @@ def _with_problem_schema(app: FastAPI) -> None:
                 )
             )
             openapi_fixes.declare_malformed_json(doc)
+            declare_rate_limited(doc)
             openapi_fixes.hoist_defs(doc)
             app.openapi_schema = doc
         return app.openapi_schema

@@ -1,11 +1,24 @@
 """API keys: `Authorization: Bearer <key>` (pages also accept a cookie or `?key=`).
 
 Every key belongs to a tenant; every read and write is scoped to it. With `dev_open`, a request
-without a key acts for tenant "dev" (local use only)."""
+without a key acts for tenant "dev" (local use only).
+
+The page session: a browser that opens a page with `?key=` gets the key back in the cookie
+`meshplan_key` (HttpOnly, SameSite=Lax, Path=/) and is redirected to the URL without it. The
+cookie then authenticates the pages and the safe (GET/HEAD) `/v1` requests their links name
+(JSON, launch, timeline.svg, jobs), for the key's tenant only. It never authenticates an unsafe
+`/v1` request: those need the bearer header, so a cross-site form cannot use a browser's
+session against the API. The one page that writes, the planning form, carries a CSRF token
+(`csrf_token`) derived from the key, which a page of another origin cannot read.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 from fastapi import Depends, Request
+from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
@@ -13,6 +26,7 @@ from api.problems import ProblemError
 from api.store.keys import Principal, authenticate, hash_key
 
 COOKIE = "meshplan_key"
+SAFE_METHODS = frozenset({"GET", "HEAD"})
 DEV_PRINCIPAL = Principal(tenant="dev", admin=False, key_id=None)
 KEY_CACHE_MAX = 10_000
 
@@ -54,6 +68,8 @@ async def require_principal(
     key = creds.credentials if creds is not None else None
     if key is None and request.headers.get("authorization"):
         raise _unauthorized("the Authorization header must be 'Bearer <key>'")
+    if key is None and request.method in SAFE_METHODS:
+        key = request.cookies.get(COOKIE) or None  # the page session (module docstring)
     hit = cached(request, key)
     if hit is False:
         principal = await run_in_threadpool(resolve, request, key)
@@ -71,6 +87,22 @@ def page_key(request: Request) -> str | None:
         return key
     auth = request.headers.get("authorization", "")
     return auth[7:] if auth.lower().startswith("bearer ") else None
+
+
+def set_page_cookie(response: Response, key: str, *, secure: bool) -> None:
+    """Keep `key` as the page session (module docstring): HttpOnly, SameSite=Lax, Path=/, and
+    Secure when the page was served over HTTPS."""
+    response.set_cookie(COOKIE, key, httponly=True, samesite="lax", path="/", secure=secure)
+
+
+def csrf_token(key: str | None) -> str:
+    """The planning form's CSRF token for a session's key: an HMAC of a fixed label under the
+    key (RFC 2104), so only a page that was served to the key's holder can know it."""
+    return hmac.new((key or "").encode(), b"meshplan page form", hashlib.sha256).hexdigest()
+
+
+def csrf_ok(key: str | None, token: str | None) -> bool:
+    return token is not None and hmac.compare_digest(csrf_token(key), token)
 
 
 def require_admin(principal: Principal) -> None:

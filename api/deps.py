@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import require_principal
-from api.state import AppState
+from api.state import AppState, app_state
 from api.store.db import session_scope
 from api.store.keys import Principal
 
@@ -18,8 +18,7 @@ T = TypeVar("T")
 
 
 async def get_state(request: Request) -> AppState:
-    state: AppState = request.app.state.meshplan
-    return state
+    return app_state(request.app)
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
@@ -30,17 +29,22 @@ def get_session(state: StateDep) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the session commits when the route returns, before the response is sent,
+# so a 201 is never sent for a write that then fails to commit, and a commit that fails (the
+# database went away) becomes its problem response instead of a dropped connection
+# (https://fastapi.tiangolo.com/tutorial/dependencies/dependencies-with-yield/#early-exit-and-scope).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(require_principal)]
 
 
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
-    """Run `fn(session)` in one worker thread (one hop off the event loop), committing after."""
+    """Run the read `fn(session)` in one worker thread (one hop off the event loop) on an
+    autocommit connection: each statement reads its own snapshot, and no BEGIN and COMMIT
+    round trips are spent on a transaction that writes nothing."""
 
     def work() -> T:
         with state.sessions() as session:
-            out = fn(session)
-            session.commit()
-            return out
+            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+            return fn(session)
 
     return await run_in_threadpool(work)

@@ -7,7 +7,15 @@ from fastapi.responses import JSONResponse
 
 from api.problems import ProblemError
 from api.schemas.problem import PROBLEM_JSON
-from api.store.idempotency import Claim
+from api.settings import Settings
+from api.store.idempotency import Claim, Expiry
+
+
+def expiry_of(settings: Settings) -> Expiry:
+    """How long the service remembers an Idempotency-Key (`idempotency_ttl_s`)."""
+    return Expiry(
+        ttl_s=settings.idempotency_ttl_s, purge_interval_s=settings.idempotency_purge_interval_s
+    )
 
 
 def replay_or_refuse(claim: Claim) -> JSONResponse | None:

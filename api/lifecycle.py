@@ -1,5 +1,12 @@
 """Build an app's state from settings; start-up (migrations, bootstrap key, the submission
-poller) and shutdown."""
+poller, the embedded queue worker) and shutdown.
+
+Where searches run (docs/service.md, "Queue and workers"): on SQLite in this process's
+solver pool; on PostgreSQL (`search_queue` auto or procrastinate) as queue tasks that
+`meshplan worker` processes run, or a worker inside this process with `with_worker`. With the
+queue, the submission poller is a periodic task of the workers, not a thread of each API
+process.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ def build_state(settings: Settings, submitters: Mapping[str, Submitter] | None =
     engine = make_engine(settings.database_url, pool_size=settings.db_pool_size)
     sessions = make_sessionmaker(engine)
     registry = Submitters(settings.submit_config(), submitters)
-    return AppState(
+    state = AppState(
         settings=settings,
         engine=engine,
         sessions=sessions,
@@ -34,6 +41,24 @@ def build_state(settings: Settings, submitters: Mapping[str, Submitter] | None =
         submitters=registry,
         poller=Poller(sessions, registry, settings),
     )
+    if settings.queue_enabled():
+        from api.queue.app import build_app
+        from api.queue.depth import QueueDepth
+
+        state.queue = build_app(settings.database_url)
+        state.metrics.registry.register(QueueDepth(engine))
+        if settings.with_worker:
+            from api.queue.tasks import QueueTasks
+            from api.queue.worker import EmbeddedWorker
+
+            app = build_app(settings.database_url, pool_max=settings.worker_concurrency + 3)
+            tasks = QueueTasks(app, sessions, settings, state.metrics, state.poller)
+            state.worker = EmbeddedWorker(settings, tasks, concurrency=settings.worker_concurrency)
+    elif settings.with_worker:
+        log.warning(
+            "with_worker has no effect without the PostgreSQL queue: the pool runs searches"
+        )
+    return state
 
 
 def start(state: AppState) -> None:
@@ -50,10 +75,15 @@ def start(state: AppState) -> None:
             )
     if settings.dev_open:
         log.warning("dev-open: requests without an API key act as tenant 'dev'")
-    state.poller.start()
+    if state.queue is None:
+        state.poller.start()
+    if state.worker is not None:
+        state.worker.start()
 
 
 def stop(state: AppState) -> None:
+    if state.worker is not None:
+        state.worker.stop()
     state.poller.stop()
     state.pool.shutdown()
     state.engine.dispose()

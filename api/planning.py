@@ -12,19 +12,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api.calibrations import resolve_calibration
 from api.limits import check_request
-from api.problems import ProblemError, from_document, problem_body
+from api.outage import POLICY, is_outage, retry_while_down, write_later
+from api.problems import ProblemError, from_document, problem_document
+from api.schemas.plans import PlanCreate
 from api.state import AppState
 from api.store import jobs as job_store
 from api.store import plans as plan_store
 from api.store.db import session_scope
+from api.store.ids import new_id
 from api.store.keys import Principal
 from api.store.profiles import get_profile
 from api.store.tables import JobRow, PlanRow
-from planner.errors import InfeasibleError, SpecError
+from planner.plan import PlanResult
+from planner.search.progress import SearchProgress
 from planner.specs import ModelProfile, PlanRequest, ProfileRef
 
 POLL_S = 0.05
@@ -34,10 +39,15 @@ STALE_GRACE_S = 60.0
 
 @dataclass(frozen=True)
 class Normalised:
-    request: PlanRequest  # the profile inline, `force` cleared
+    """A request ready to plan: the core request (stored profile and calibration inline), the
+    service's fields beside it, and the document whose hash is the cache key (the core
+    request and the tags: a plan's tags are part of what was asked)."""
+
+    request: PlanRequest
+    tags: tuple[str, ...]
+    force: bool
     document: dict[str, Any]
     request_hash: str
-    force: bool
 
 
 @dataclass(frozen=True)
@@ -54,9 +64,12 @@ def request_hash(document: dict[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def normalise(state: AppState, tenant: str, request: PlanRequest) -> Normalised:
+def normalise(state: AppState, tenant: str, body: PlanRequest) -> Normalised:
     """Substitute a stored profile for `model.profile_id` and a stored calibration's constants
-    for `calibration.id` (api.calibrations); hash the canonical document."""
+    for `calibration.id` (api.calibrations); hash the canonical document. `body` is a
+    `PlanCreate`, or a core request (no tags, not forced)."""
+    tags, force = (body.tags, body.force) if isinstance(body, PlanCreate) else ((), False)
+    request = body.core() if isinstance(body, PlanCreate) else body
     model = request.model
     if isinstance(model, ProfileRef) and model.profile_id is not None:
         with state.sessions() as session:
@@ -88,10 +101,14 @@ def normalise(state: AppState, tenant: str, request: PlanRequest) -> Normalised:
     if request.calibration is not None and request.calibration.constants is None:
         with state.sessions() as session:
             request = resolve_calibration(session, tenant=tenant, request=request)
-    force = request.force
-    request = request.model_copy(update={"force": False})
-    document = request.model_dump(mode="json", exclude={"force"})
-    return Normalised(request, document, request_hash(document), force)
+    document = {**request.model_dump(mode="json"), "tags": list(tags)}
+    return Normalised(
+        request=request,
+        tags=tags,
+        force=force,
+        document=document,
+        request_hash=request_hash(document),
+    )
 
 
 class Planner:
@@ -109,6 +126,8 @@ class Planner:
             if cached is not None:
                 self.state.metrics.cache_hits.inc()
                 return Outcome(plan=cached)
+        if self.state.queue is not None:  # PostgreSQL: a durable task for the workers
+            return await self._enqueue(tenant, norm, wait=wait)
         while True:
             flight, joined = await run_in_threadpool(self._join_or_start, tenant, norm)
             if flight is not None:
@@ -127,7 +146,26 @@ class Planner:
             self.state.metrics.single_flight_joins.inc()
             if not wait:
                 return Outcome(job_id=holder)
-            return await self._follow(tenant, holder, norm)
+            followed = await self._follow(tenant, holder, norm)
+            if followed is not None:
+                return followed
+            # its search failed for an outage, not for this request: claim it ourselves
+
+    async def _enqueue(self, tenant: str, norm: Normalised, *, wait: bool) -> Outcome:
+        """Join the request's running job or record one with its task (api.queue.enqueue),
+        then, with `wait`, follow the job until a worker finishes it (and submit again when it
+        failed with a 503: an outage, not this request)."""
+        from api.queue.enqueue import submit_search
+
+        while True:
+            job_id, joined = await run_in_threadpool(submit_search, self.state, tenant, norm)
+            if joined:
+                self.state.metrics.single_flight_joins.inc()
+            if not wait:
+                return Outcome(job_id=job_id)
+            done = await self._follow(tenant, job_id, norm)
+            if done is not None:
+                return Outcome(plan=done.plan, created=not joined)
 
     # --- pieces run in threads -----------------------------------------------------------
 
@@ -173,74 +211,126 @@ class Planner:
 
         return self.state.pool.join_or_start(key, claim, work)
 
-    async def _follow(self, tenant: str, job_id: str, norm: Normalised) -> Outcome:
+    async def _follow(self, tenant: str, job_id: str, norm: Normalised) -> Outcome | None:
+        """The plan of another process's job once it lands; None when that job failed with a
+        503 (a database outage during its search: the request itself may well succeed)."""
         deadline = time.monotonic() + norm.request.search.time_limit_s + STALE_GRACE_S
         while time.monotonic() < deadline:
             job = await run_in_threadpool(self._job, tenant, job_id)
             if job is not None and job.status != "running":
-                if job.plan_id is None:
-                    raise from_document(job.error or {"title": "Search failed", "status": 500})
-                return Outcome(plan=await run_in_threadpool(self._get, tenant, job.plan_id))
+                if job.plan_id is not None:
+                    return Outcome(plan=await run_in_threadpool(self._get, tenant, job.plan_id))
+                error = job.error or {"title": "Search failed", "status": 500}
+                if error.get("status") == 503:
+                    return None
+                raise from_document(error)
             await asyncio.sleep(POLL_S)
-        raise ProblemError(503, "Search did not finish", f"job {job_id} is still running")
+        raise ProblemError(
+            503,
+            "Search did not finish",
+            f"job {job_id} is still running",
+            headers={"Retry-After": str(POLICY.retry_after_s)},
+        )
 
-    def _progress_writer(self, job_id: str) -> Callable[[float], None]:
-        """Record a running search's progress on its job, at most every PROGRESS_EVERY_S."""
+    def _progress_writer(self, job_id: str) -> Callable[[SearchProgress], None]:
+        """Record a running search's progress on its job (the fraction and the search's
+        numbers), at most every PROGRESS_EVERY_S. Progress is advisory: while the database
+        is down the search goes on without it."""
         last = [0.0]
 
-        def write(fraction: float) -> None:
+        def write(progress: SearchProgress) -> None:
             now = time.monotonic()
             if now - last[0] < PROGRESS_EVERY_S:
                 return
             last[0] = now
-            with session_scope(self.state.sessions) as session:
-                job_store.set_progress(session, job_id=job_id, fraction=fraction)
+            try:
+                with session_scope(self.state.sessions) as session:
+                    job_store.set_progress(session, job_id=job_id, fraction=progress)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
 
         return write
 
     def _solve(self, tenant: str, job_id: str, norm: Normalised) -> tuple[str, bool]:
-        """In a pool thread: search, store the plan, finish the job. Returns (plan id, created)."""
+        """In a pool thread: search, store the plan, finish the job. Returns (plan id, created).
+
+        The job row is finished on every path, so its in-flight key never outlives the search:
+        a plan found while the database is down is stored once it is back (`retry_while_down`,
+        the caller waits), and a search that fails (an outage included) releases its job in the
+        background so that its 503 goes out now and a resend can claim the request again."""
         state = self.state
         try:
             if not norm.force:
                 cached = self._cached(tenant, norm.request_hash)
                 if cached is not None:  # landed between our cache miss and our claim
-                    with session_scope(state.sessions) as session:
-                        job_store.finish(session, job_id=job_id, plan_id=cached.id)
+                    retry_while_down(lambda: self._finish(job_id, plan_id=cached.id))
                     return cached.id, False
             state.metrics.searches.inc()
             start = time.perf_counter()
-            result = run_search(
+            found = run_search(
                 norm.request,
                 max_time_limit_s=state.settings.max_time_limit_s,
                 on_progress=self._progress_writer(job_id),
             )
             state.metrics.search_seconds.labels("ok").observe(time.perf_counter() - start)
-            with session_scope(state.sessions) as session:
-                row = plan_store.insert_plan(
+            plan_id = new_id()  # one id for every try: a retried store cannot store it twice
+            retry_while_down(lambda: self._store(tenant, job_id, norm, found, plan_id))
+            return plan_id, True
+        except BaseException as exc:
+            state.metrics.search_seconds.labels(type(exc).__name__).observe(0)
+            error = problem_document(exc)
+            write_later(lambda: self._finish(job_id, error=error), what=f"job {job_id} failed")
+            raise
+
+    def _store(
+        self, tenant: str, job_id: str, norm: Normalised, found: SearchRun, plan_id: str
+    ) -> None:
+        """One transaction: the plan, and its job finished with it. A commit whose answer the
+        outage swallowed may have landed: then the retry finds the plan's id taken, and done."""
+        try:
+            with session_scope(self.state.sessions) as session:
+                plan_store.insert_plan(
                     session,
                     tenant=tenant,
                     request_hash=norm.request_hash,
                     request=norm.document,
-                    result=result,
-                    tags=list(norm.request.tags),
+                    result=found.result.model_dump(mode="json"),
+                    tags=list(norm.tags),
+                    plan_id=plan_id,
                 )
-                job_store.finish(session, job_id=job_id, plan_id=row.id)
-            return row.id, True
-        except BaseException as exc:
-            state.metrics.search_seconds.labels(type(exc).__name__).observe(0)
-            with session_scope(state.sessions) as session:
-                job_store.finish(session, job_id=job_id, error=error_document(exc))
-            raise
+                job_store.finish(session, job_id=job_id, plan_id=plan_id)
+        except IntegrityError:
+            if self._stored(tenant, plan_id) is None:
+                raise
+
+    def _stored(self, tenant: str, plan_id: str) -> PlanRow | None:
+        with self.state.sessions() as session:
+            return plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
+
+    def _finish(
+        self, job_id: str, *, plan_id: str | None = None, error: dict[str, Any] | None = None
+    ) -> None:
+        with session_scope(self.state.sessions) as session:
+            job_store.finish(session, job_id=job_id, plan_id=plan_id, error=error)
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """A finished search: the planner's result and the time limit it ran under (the request's,
+    capped by the service's `max_time_limit_s`)."""
+
+    result: PlanResult
+    time_limit_s: float
 
 
 def run_search(
     request: PlanRequest,
     *,
     max_time_limit_s: float,
-    on_progress: Callable[[float], None] | None = None,
-) -> dict[str, Any]:
-    """Call the planner's search with the time limit capped; the PlanResult as JSON."""
+    on_progress: Callable[[SearchProgress], None] | None = None,
+) -> SearchRun:
+    """Call the planner's search with the time limit capped."""
     from planner.search import search
 
     limit = min(request.search.time_limit_s, max_time_limit_s)
@@ -250,24 +340,4 @@ def run_search(
         )
     # the caller's clock: the time limit covers the whole search, not only CP-SAT's solves
     result = search(request, on_progress=on_progress, clock=time.monotonic)
-    doc: dict[str, Any] = result.model_dump(mode="json")
-    return doc
-
-
-def error_document(exc: BaseException) -> dict[str, Any]:
-    """The problem document a failed search leaves on its job row."""
-    if isinstance(exc, InfeasibleError):
-        return problem_body(
-            422, "No feasible plan", str(exc), kind="infeasible", diagnosis=exc.diagnosis
-        )
-    if isinstance(exc, SpecError):
-        return problem_body(
-            422,
-            "Invalid request",
-            str(exc),
-            kind="validation",
-            errors=[{"field": exc.field, "message": exc.reason, "value": exc.value}],
-        )
-    if isinstance(exc, ProblemError):
-        return problem_body(exc.status, exc.title, exc.detail, kind=exc.kind, **exc.extra)
-    return problem_body(500, "Internal server error", "the search failed; the error was logged")
+    return SearchRun(result=result, time_limit_s=limit)

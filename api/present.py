@@ -38,6 +38,16 @@ def plan_document(row: PlanRow, *, cache_hit: bool) -> dict[str, Any]:
         "request": row.request,
         "result": current_result(row.result),
         "links": plan_links(row.id),
+        **plan_model(row),
+    }
+
+
+def plan_model(row: PlanRow) -> dict[str, str | None]:
+    """The cost-model version and calibration a stored plan was made with ("unknown": stored
+    before plans recorded it)."""
+    return {
+        "cost_model_version": row.cost_model_version or "unknown",
+        "calibration_id": row.calibration_id,
     }
 
 
@@ -87,6 +97,7 @@ def plan_summary(row: PlanRow) -> dict[str, Any]:
     for name in SUMMARY_FIELDS:
         doc[name] = getattr(row, name)
     doc["tags"] = list(row.tags)
+    doc.update(plan_model(row))
     return doc
 
 

@@ -10,8 +10,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.outage import POLICY, is_outage
 from api.refusal import summarise
 from api.schemas.problem import PROBLEM_JSON
 from planner.errors import InfeasibleError, NotFoundError, SpecError, UnsupportedPlanError
@@ -161,58 +164,156 @@ def _short(value: Any) -> Any:
     return value if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "…"
 
 
-def field_errors(errors: list[Any]) -> list[dict[str, Any]]:
+def field_errors(errors: list[Any], body: Any = None) -> list[dict[str, Any]]:
+    """Pydantic errors as {field, message, value}; with the request `body`, each field is the
+    path the user wrote (`body.model.ffn_hidden_size`, without the union's tag `arch`)."""
     out = []
     for err in errors:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        loc = err.get("loc", ())
+        if body is not None and loc and loc[0] == "body":
+            loc = ("body", *written_path(body, loc[1:], missing=err.get("type") == "missing"))
+        field = ".".join(str(p) for p in loc) or "body"
         out.append(
-            {"field": loc, "message": str(err.get("msg", "")), "value": _short(err.get("input"))}
+            {"field": field, "message": str(err.get("msg", "")), "value": _short(err.get("input"))}
         )
     return out
 
 
-def unsupported_problem(exc: UnsupportedPlanError, *, pp: int | None) -> dict[str, Any]:
-    """The fields of the short 422 for a plan the framework cannot express (api.refusal)."""
-    summary = summarise(exc.framework, exc.reasons, pp=pp)
-    return {
-        "title": "Plan cannot be expressed",
-        "detail": summary["detail"],
-        "kind": "unsupported-plan",
-        "framework": exc.framework,
-        "reasons": summary["reasons"],
-        "fix": summary["fix"],
+def written_path(doc: Any, loc: tuple[Any, ...], *, missing: bool) -> list[Any]:
+    """The segments of `loc` that are keys (or indices) of `doc`: pydantic adds a segment for
+    the member of a tagged union (`model.arch.…`, `model.profile.…`) that the JSON does not
+    have. The last segment of a `missing` error names the absent field and stays."""
+    out: list[Any] = []
+    node = doc
+    for i, seg in enumerate(loc):
+        if (isinstance(node, dict) and seg in node) or (
+            isinstance(node, list) and isinstance(seg, int) and 0 <= seg < len(node)
+        ):
+            node = node[seg]
+        elif not (missing and i == len(loc) - 1):
+            continue
+        out.append(seg)
+    return out
+
+
+def malformed_json(exc: RequestValidationError, raw: list[Any]) -> tuple[str, dict[str, Any]]:
+    """'malformed JSON at line L column C: <reason>' for FastAPI's json_invalid error, whose
+    location is the character offset (`("body", pos)`) and whose `body` is the text."""
+    err = next(e for e in raw if e.get("type") == "json_invalid")
+    text = exc.body if isinstance(exc.body, str) else ""
+    loc = err.get("loc", ())
+    pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    reason = str((err.get("ctx") or {}).get("error", "not valid JSON"))
+    detail = f"malformed JSON at line {line} column {column}: {reason}"
+    return detail, {
+        "field": "body",
+        "message": detail,
+        "value": None,
+        "line": line,
+        "column": column,
     }
+
+
+def unsupported_plan(exc: UnsupportedPlanError, *, pp: int | None) -> ProblemError:
+    """The short 422 for a plan the framework cannot express (api.refusal); with the plan's
+    `pp` its summary can name the stage split."""
+    summary = summarise(exc.framework, exc.reasons, pp=pp)
+    return ProblemError(
+        422,
+        "Plan cannot be expressed",
+        summary["detail"],
+        kind="unsupported-plan",
+        framework=exc.framework,
+        reasons=summary["reasons"],
+        fix=summary["fix"],
+    )
+
+
+# The exceptions `problem_of` maps (with their subclasses); anything else is a 500.
+KNOWN: tuple[type[Exception], ...] = (
+    ProblemError,
+    SpecError,
+    InfeasibleError,
+    UnsupportedPlanError,
+    NotFoundError,
+    DBAPIError,
+    PoolTimeoutError,
+)
+
+
+def problem_of(exc: BaseException) -> ProblemError | None:
+    """The one mapping from an exception to its problem; None for an unexpected error (500).
+    The handlers answer with it and a failed search's job stores it (`problem_document`)."""
+    if isinstance(exc, ProblemError):
+        return exc
+    if isinstance(exc, SpecError):
+        errors = [{"field": exc.field, "message": exc.reason, "value": _short(exc.value)}]
+        return ProblemError(422, "Invalid request", str(exc), kind="validation", errors=errors)
+    if isinstance(exc, InfeasibleError):
+        return ProblemError(
+            422, "No feasible plan", str(exc), kind="infeasible", diagnosis=exc.diagnosis
+        )
+    if isinstance(exc, UnsupportedPlanError):
+        return unsupported_plan(exc, pp=None)
+    if isinstance(exc, NotFoundError):
+        return ProblemError(404, "Not found", str(exc))
+    if is_outage(exc):
+        return ProblemError(
+            503,
+            "Database unavailable",
+            f"the database cannot be reached ({type(exc).__name__}); retry later",
+            kind="database-unavailable",
+            headers={"Retry-After": str(POLICY.retry_after_s)},
+            retry_after_s=POLICY.retry_after_s,
+        )
+    return None
+
+
+INTERNAL_TITLE = "Internal server error"
+
+
+def problem_document(exc: BaseException) -> dict[str, Any]:
+    """The problem body for `exc` as stored (a failed job's error, an idempotent replay)."""
+    problem = problem_of(exc)
+    if problem is None:
+        return problem_body(500, INTERNAL_TITLE, "the error was logged")
+    return problem_body(
+        problem.status, problem.title, problem.detail, kind=problem.kind, **problem.extra
+    )
+
+
+def _answer(request: Request, problem: ProblemError) -> JSONResponse:
+    return problem_response(
+        problem.status,
+        problem.title,
+        problem.detail,
+        kind=problem.kind,
+        instance=request.url.path,
+        headers=problem.headers,
+        **problem.extra,
+    )
 
 
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into a problem document."""
 
-    @app.exception_handler(ProblemError)
-    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
-        return problem_response(
-            exc.status,
-            exc.title,
-            exc.detail,
-            kind=exc.kind,
-            instance=request.url.path,
-            headers=exc.headers,
-            **exc.extra,
-        )
-
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         raw = list(exc.errors())
-        errors = field_errors(raw)
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)[:2000]
         if any(err.get("type") == "json_invalid" for err in raw):
+            detail, error = malformed_json(exc, raw)
             return problem_response(
                 400,
                 "Malformed JSON",
                 detail,
                 kind="malformed-json",
                 instance=request.url.path,
-                errors=errors,
+                errors=[error],
             )
+        errors = field_errors(raw, exc.body)
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)[:2000]
         return problem_response(
             422,
             "Request validation failed",
@@ -249,46 +350,25 @@ def install(app: FastAPI) -> None:
             headers=headers or None,
         )
 
-    @app.exception_handler(SpecError)
-    async def _spec(request: Request, exc: SpecError) -> JSONResponse:
-        errors = [{"field": exc.field, "message": exc.reason, "value": exc.value}]
-        return problem_response(
-            422,
-            "Invalid request",
-            str(exc),
-            kind="validation",
-            instance=request.url.path,
-            errors=errors,
-        )
+    async def _known(request: Request, exc: Exception) -> JSONResponse:
+        problem = problem_of(exc)
+        if problem is None:
+            return await _internal(request, exc)
+        return _answer(request, problem)
 
-    @app.exception_handler(InfeasibleError)
-    async def _infeasible(request: Request, exc: InfeasibleError) -> JSONResponse:
-        return problem_response(
-            422,
-            "No feasible plan",
-            str(exc),
-            kind="infeasible",
-            instance=request.url.path,
-            diagnosis=exc.diagnosis,
-        )
+    for known in KNOWN:
+        app.add_exception_handler(known, _known)
 
-    @app.exception_handler(UnsupportedPlanError)
-    async def _unsupported(request: Request, exc: UnsupportedPlanError) -> JSONResponse:
-        return problem_response(422, instance=request.url.path, **unsupported_problem(exc, pp=None))
-
-    @app.exception_handler(NotFoundError)
-    async def _not_found(request: Request, exc: NotFoundError) -> JSONResponse:
-        return problem_response(404, "Not found", str(exc), instance=request.url.path)
-
-    @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         # The server closes the connection after an unhandled error; say so, so that a
         # keep-alive client opens a new one instead of failing its next request.
         return problem_response(
             500,
-            "Internal server error",
+            INTERNAL_TITLE,
             "the error was logged",
             instance=request.url.path,
             headers={"Connection": "close"},
         )
+
+    app.add_exception_handler(Exception, _internal)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.submit.config import SubmitConfig
@@ -41,7 +41,68 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="upper bound on any search's time limit"
     )
     migrate_on_start: bool = True
+    # rate limits and idempotency keys (docs/service.md, "Rate limits" and "Idempotency")
+    rate_limit_per_s: float = Field(
+        default=20.0,
+        ge=0,
+        le=1e6,
+        description="requests a second one API key may send to one API process; 0: no limit "
+        "(--dev-open also turns the limit off)",
+    )
+    rate_limit_burst: int = Field(
+        default=40, gt=0, le=1_000_000, description="requests a key may send at once"
+    )
+    idempotency_ttl_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        le=365 * 86_400.0,
+        description="an Idempotency-Key is remembered this long after its first use; then it "
+        "is free again and its stored response is purged",
+    )
+    idempotency_purge_interval_s: float = Field(
+        default=60.0, gt=0, description="how often an API process deletes expired keys"
+    )
     db_pool_size: int = Field(default=10, gt=0)
+
+    # the search queue and its workers (docs/service.md, "Queue and workers")
+    search_queue: Literal["auto", "pool", "procrastinate"] = Field(
+        default="auto",
+        description="where searches run: 'pool' (this process's threads), 'procrastinate' "
+        "(tasks on PostgreSQL that `meshplan worker` processes run); 'auto': procrastinate "
+        "on PostgreSQL, pool on SQLite",
+    )
+    with_worker: bool = Field(
+        default=False, description="also run a queue worker inside the API process"
+    )
+    worker_concurrency: int = Field(
+        default=2, gt=0, le=64, description="searches one worker runs at once"
+    )
+    worker_shutdown_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="after SIGTERM a worker takes no new task and gives its running searches "
+        "this long to finish; those still running are then re-queued for another worker",
+    )
+    api_shutdown_grace_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="after SIGTERM the API answers no new connection and gives in-flight "
+        "requests this long to finish",
+    )
+    queue_heartbeat_s: float = Field(
+        default=10.0, gt=0, description="how often a worker records that it is alive"
+    )
+    queue_stalled_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="a worker silent this long is presumed dead: its running tasks are retried",
+    )
+    queue_stalled_check_s: int = Field(
+        default=5, gt=0, le=60, description="how often (whole seconds) workers look for them"
+    )
+    queue_max_attempts: int = Field(
+        default=5, gt=0, description="runs of one search task before its job is failed (503)"
+    )
 
     # submissions (docs/submissions.md)
     submission_tenants: dict[str, SubmissionAllowance] = Field(
@@ -69,6 +130,33 @@ class Settings(BaseSettings):
 
     def submit_config(self) -> SubmitConfig:
         return SubmitConfig(**self.submit)
+
+    def queue_enabled(self) -> bool:
+        """Whether searches go through the procrastinate queue (PostgreSQL only)."""
+        postgres = self.database_url.startswith("postgresql")
+        return self.search_queue == "procrastinate" or (self.search_queue == "auto" and postgres)
+
+    @field_validator("search_queue")
+    @classmethod
+    def _queue_needs_postgres(cls, v: str, info: ValidationInfo) -> str:
+        url = str(info.data.get("database_url", ""))
+        if v == "procrastinate" and not url.startswith("postgresql"):
+            raise ValueError(
+                f"MESHPLAN_SEARCH_QUEUE=procrastinate needs PostgreSQL, "
+                f"got a {url.split(':', 1)[0]!r} MESHPLAN_DATABASE_URL"
+            )
+        return v
+
+    @field_validator("queue_stalled_after_s")
+    @classmethod
+    def _stalled_after_heartbeat(cls, v: float, info: ValidationInfo) -> float:
+        heartbeat = info.data.get("queue_heartbeat_s")
+        if heartbeat is not None and v <= heartbeat:
+            raise ValueError(
+                f"MESHPLAN_QUEUE_STALLED_AFTER_S ({v}) must exceed "
+                f"MESHPLAN_QUEUE_HEARTBEAT_S ({heartbeat})"
+            )
+        return v
 
     @field_validator("submit")
     @classmethod

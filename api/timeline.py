@@ -1,5 +1,6 @@
-"""A stored plan's pipeline timeline: regenerate its schedule, simulate it with the plan's
-predicted per-stage times, draw it (the planner's renderer)."""
+"""A plan's pipeline timeline, drawn one way for the service (`/v1/plans/{id}/timeline.svg`,
+the plan page) and the CLI (`meshplan plan --svg`): regenerate its schedule, simulate it with
+the plan's predicted per-stage times (no re-scoring), draw it (the planner's renderer)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """The bounded solver pool: searches run off the event loop, at most `workers` at a time, and
-identical in-flight searches are shared (single-flight within the process).
+identical in-flight searches are shared (single-flight within the process). This is where
+searches run on SQLite (and with `MESHPLAN_SEARCH_QUEUE=pool`); on PostgreSQL they are queue
+tasks that `meshplan worker` processes run (api/queue).
 
 CP-SAT releases the GIL while it solves, so threads give real parallelism. A thread cannot be
 killed, so every search runs under its request's time limit (capped by the settings): a client

@@ -95,8 +95,20 @@ class Prediction(Frozen):
     ranks: tuple[RankPrediction, ...]
 
 
+def _is_one(value: object) -> bool:
+    return value == 1
+
+
 class Plan(Frozen):
-    """A chosen configuration with its prediction and a plain-language why."""
+    """A chosen configuration with its prediction and a plain-language why.
+
+    Context and expert parallelism follow Megatron-Core's "MoE parallel folding" (docs/moe.md):
+    attention and dense layers use tp x cp x dp x pp GPUs, expert layers etp x ep x edp x pp on
+    the same GPUs, with etp x ep x edp = tp x cp x dp. `cp`, `ep` and `etp` default to 1 (and
+    `cp_comm` to the p2p ring) and are left out of the JSON then, so plans stored before they
+    existed load and dump unchanged. The search does not plan them yet (Plan.build and
+    candidate() leave them at 1); plans with them are built by hand.
+    """
 
     model_name: str
     model_hash: str
@@ -106,6 +118,29 @@ class Plan(Frozen):
     tp: int
     pp: int
     dp: int
+    cp: int = Field(
+        default=1,
+        ge=1,
+        exclude_if=_is_one,
+        description="context parallel: each rank holds 2 of the 2 cp chunks of every sequence",
+    )
+    cp_comm: Literal["p2p", "all_gather"] = Field(
+        default="p2p",
+        exclude_if=lambda v: v == "p2p",
+        description="how cp ranks exchange K/V: a ring of p2p sends, or an all-gather",
+    )
+    ep: int = Field(
+        default=1,
+        ge=1,
+        exclude_if=_is_one,
+        description="expert parallel: num_experts / ep routed experts on each rank",
+    )
+    etp: int = Field(
+        default=1,
+        ge=1,
+        exclude_if=_is_one,
+        description="tensor parallel inside each expert (expert layers only)",
+    )
     vpp: int
     schedule: ScheduleName
     micro_batch_size: int
@@ -169,6 +204,48 @@ class Plan(Frozen):
                     f"recompute, and recompute={self.recompute!r} names no single mode"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _check_folding(self) -> Plan:
+        """Megatron-Core's folding rules (docs/moe.md; megatron/core/parallel_state.py
+        `initialize_model_parallel`: the expert grid etp x ep x edp x pp tiles the world the
+        attention grid tp x cp x dp x pp does; megatron/core/transformer/moe/moe_layer.py:
+        num_experts % ep == 0)."""
+        dense = self.tp * self.cp * self.dp
+        if dense % (self.etp * self.ep):
+            raise ValueError(
+                f"etp*ep = {self.etp}*{self.ep} = {self.etp * self.ep} must divide "
+                f"tp*cp*dp = {self.tp}*{self.cp}*{self.dp} = {dense} (the expert layers' "
+                f"etp*ep*edp uses the attention layers' GPUs)"
+            )
+        moe = self.arch.moe if self.arch is not None else None
+        if moe is None and (self.ep > 1 or self.etp > 1):
+            what = "no arch" if self.arch is None else f"arch {self.arch.display_name} has no moe"
+            raise ValueError(
+                f"ep={self.ep}, etp={self.etp}: expert parallelism needs a model with moe "
+                f"layers ({what})"
+            )
+        if moe is not None and moe.num_experts % self.ep:
+            raise ValueError(
+                f"ep={self.ep} must divide moe.num_experts={moe.num_experts} "
+                f"(remainder {moe.num_experts % self.ep})"
+            )
+        if self.cp > 1 and self.seq_length % (2 * self.cp):
+            raise ValueError(
+                f"cp={self.cp}: seq_length={self.seq_length} must split into 2*cp = "
+                f"{2 * self.cp} equal chunks (remainder {self.seq_length % (2 * self.cp)})"
+            )
+        return self
+
+    @property
+    def edp(self) -> int:
+        """Expert data parallel: the replicas of each expert, tp*cp*dp / (etp*ep)."""
+        return self.tp * self.cp * self.dp // (self.etp * self.ep)
+
+    @property
+    def world_size(self) -> int:
+        """GPUs the degrees use: tp*cp*pp*dp."""
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def predominant_recompute(self) -> RecomputeMode:
@@ -240,6 +317,21 @@ class SearchStats(Frozen):
     solver_calls: int = 0
     wall_time_s: float = 0.0
     time_limit_s: float | None = None
+    lower_bound_s: float | None = Field(
+        default=None,
+        description="proven: no plan of the searched space is faster (objective time); for "
+        "objective bubble, no plan with the incumbent's bubble is faster (docs/search.md)",
+    )
+    gap: float | None = Field(
+        default=None,
+        description="step time / lower_bound_s - 1 (objective time); OPTIMAL iff within the "
+        "proof tolerance. Objective bubble: see docs/search.md, Gap and status",
+    )
+    gap_tolerance: float = Field(default=0.0, description="the request's search.gap_tolerance")
+    alternatives_requested: int = 0
+    alternatives_note: str | None = Field(
+        default=None, description="why fewer than top_k alternatives came back (None: all did)"
+    )
     details: dict[str, Any] = Field(default_factory=dict)
 
 

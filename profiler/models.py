@@ -20,6 +20,21 @@ down_proj: see `TP_PLAN`) a block computes its local heads unchanged. `build_mod
 instead the shapes ONE tp rank holds (heads/t, kv_heads/t, ffn/t, vocab/t rows of the embedding
 and the output projection), which is what the per-layer profiler measures on one device.
 
+Mixture of experts (`arch.moe`): the MoE layers' MLP is an `MoE` block: a `Router` (linear
+h -> experts; softmax then top-k with the k weights renormalised, as Mixtral and Qwen3; or
+sigmoid then top-k normalised, as DeepSeek-V3, whose selection adds a per-expert bias buffer
+when `aux_loss_free`), top-k dispatch (the token copies sorted by expert), the experts (the
+family's MLP, `experts.{j}`), and the weighted combine (index_add back to the tokens); shared
+experts (`shared`, one MLP of n_s x moe_ffn) add to every token. A capacity factor drops a
+token copy beyond ceil(c * T * k / E) per expert, in token order (GShard §2.2). Who runs the
+experts is pluggable (`MoE.exchange`): `profiler.runner.expert` swaps in expert parallelism.
+Attention uses `arch.head_size` per head (`head_dim`); MLA and sliding windows are not built
+(the catalog counts them).
+
+Context parallelism: `Attention.positions` (and `Embedding.positions`) hold the global
+positions of the local tokens when a sequence is split; `Attention.exchange` replaces the
+core with one that sees the other ranks' keys and values (`profiler.runner.context`).
+
 Recompute: `set_recompute(block, mode)` with mode `none`, `selective` (Korthikanti et al. 2022:
 checkpoint only the attention core softmax(QK^T)V) or `full` (checkpoint the whole block; only
 its input is kept).
@@ -28,7 +43,7 @@ its input is kept).
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -47,12 +62,15 @@ __all__ = [
     "DecoderBlock",
     "Embedding",
     "Head",
+    "MoE",
     "RecomputeMode",
     "ReferenceModel",
+    "Router",
     "build_model",
     "recompute_mode",
     "set_recompute",
     "tiny_arch",
+    "tiny_moe_arch",
     "unwrap",
 ]
 
@@ -106,6 +124,29 @@ def tiny_arch(family: Literal["gpt", "llama"] = "gpt", *, num_layers: int = 4) -
     )
 
 
+def tiny_moe_arch(*, num_layers: int = 4, shared: int = 1) -> ModelArch:
+    """A small Llama MoE for tests: tiny_arch('llama') with 4 experts of width 32, top-2,
+    `shared` shared experts, the first layer dense, head_dim 32 (not hidden / heads = 16)."""
+    return ModelArch(
+        family="llama",
+        name="tiny-moe",
+        num_layers=num_layers,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_kv_heads=2,
+        head_dim=32,
+        ffn_hidden_size=128,
+        vocab_size=128,
+        moe={
+            "num_experts": 4,
+            "experts_per_token": 2,
+            "moe_ffn_hidden_size": 32,
+            "num_shared_experts": shared,
+            "first_dense_layers": 1,
+        },
+    )
+
+
 def _local(total: int, tp: int, what: str) -> int:
     if total % tp:
         raise ValueError(f"tp={tp} must divide {what}={total} (remainder {total % tp})")
@@ -127,6 +168,7 @@ class Embedding(nn.Module):
         self.vocab_local = vocab_local
         self.tok = nn.Embedding(vocab_local, arch.hidden_size)
         self.pos: nn.Embedding | None = None
+        self.positions: torch.Tensor | None = None  # global positions of the local tokens
         if arch.family == "gpt":
             self.pos = nn.Embedding(seq_length, arch.hidden_size)
             self.register_buffer("position_ids", torch.arange(seq_length), persistent=False)
@@ -136,7 +178,8 @@ class Embedding(nn.Module):
             tokens = tokens.remainder(self.vocab_local)
         x: torch.Tensor = self.tok(tokens)
         if self.pos is not None:
-            x = x + self.pos(self.position_ids[: tokens.shape[1]])
+            ids = self.position_ids[: tokens.shape[1]] if self.positions is None else self.positions
+            x = x + self.pos(ids)
         return x
 
 
@@ -153,14 +196,28 @@ class Rotary(nn.Module):
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [b, heads, s, head_dim]."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """x: [b, heads, s, head_dim]; `positions` [s]: the tokens' places (default 0..s-1)."""
         s = x.shape[-2]
         cos, sin = self.cos, self.sin
-        if cos.shape[0] != s or cos.dtype != x.dtype:
+        if positions is not None:
+            cos, sin = cos[positions].to(x.dtype), sin[positions].to(x.dtype)
+        elif cos.shape[0] != s or cos.dtype != x.dtype:
             cos, sin = cos[:s].to(x.dtype), sin[:s].to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class CoreExchange(Protocol):
+    """An attention core over a sequence split across ranks (profiler.runner.context)."""
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
+
+
+class ExpertExchange(Protocol):
+    """Runs an MoE block's experts on its sorted token copies (profiler.runner.expert)."""
+
+    def __call__(self, moe: MoE, inputs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor: ...
 
 
 class Attention(nn.Module):
@@ -190,6 +247,8 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=bias)
         self.rotary = rotary
         self.checkpoint_core = False
+        self.positions: torch.Tensor | None = None  # global positions of the local tokens
+        self.exchange: CoreExchange | None = None
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         b, s, _ = t.shape
@@ -203,7 +262,7 @@ class Attention(nn.Module):
             self._heads(self.v_proj(x)),
         )
         if self.rotary is not None:
-            q, k = self.rotary(q), self.rotary(k)
+            q, k = self.rotary(q, self.positions), self.rotary(k, self.positions)
         return q, k, v
 
     @staticmethod
@@ -216,10 +275,11 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
         q, k, v = self.project(x)
+        core = self.core if self.exchange is None else self.exchange
         if self.checkpoint_core and torch.is_grad_enabled():
-            out = checkpoint(self.core, q, k, v, use_reentrant=False)
+            out = checkpoint(core, q, k, v, use_reentrant=False)
         else:
-            out = self.core(q, k, v)
+            out = core(q, k, v)
         out = out.transpose(1, 2).reshape(b, s, -1)
         result: torch.Tensor = self.o_proj(out)
         return result
@@ -248,13 +308,118 @@ class SwiGLU(nn.Module):
         return out
 
 
+class Router(nn.Module):
+    """Linear h -> experts, then the top-k experts of each token and their weights.
+
+    softmax: probabilities over all experts in fp32, top-k, renormalised to sum 1 (Mixtral,
+    Qwen3 `norm_topk_prob`). sigmoid: per-expert scores, top-k chosen on scores + `bias` (zero
+    unless trained aux-loss-free, DeepSeek-V3 §2.1.2), weights the chosen scores normalised.
+    """
+
+    bias: torch.Tensor
+
+    def __init__(self, hidden: int, experts: int, *, top_k: int, kind: str) -> None:
+        super().__init__()
+        self.gate = nn.Linear(hidden, experts, bias=False)
+        self.top_k = top_k
+        self.kind = kind
+        self.register_buffer("bias", torch.zeros(experts), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [T, h] -> (weights [T, k] in x's dtype, expert indices [T, k])."""
+        logits = self.gate(x).float()
+        if self.kind == "softmax":
+            scores = logits.softmax(dim=-1)
+            top, idx = scores.topk(self.top_k, dim=-1)
+        else:
+            scores = logits.sigmoid()
+            idx = (scores + self.bias).topk(self.top_k, dim=-1).indices
+            top = scores.gather(-1, idx)
+        weights = top / top.sum(dim=-1, keepdim=True)
+        return weights.to(x.dtype), idx
+
+
+class MoE(nn.Module):
+    """Router, top-k dispatch, routed experts, weighted combine, and shared experts.
+
+    The token copies are sorted by expert (a stable sort, so token order within an expert);
+    `run_experts(inputs, counts)` runs expert j on its `counts[j]` consecutive rows: locally,
+    or through `exchange` (expert parallelism) when set. `experts` is keyed by the global
+    expert index; an expert-parallel rank holds only its own.
+    """
+
+    def __init__(self, arch: ModelArch) -> None:
+        super().__init__()
+        moe = arch.moe
+        if moe is None:
+            raise ValueError(f"{arch.display_name}: MoE needs arch.moe")
+        h, f = arch.hidden_size, moe.moe_ffn_hidden_size
+        self.num_experts = moe.num_experts
+        self.top_k = moe.experts_per_token
+        self.capacity_factor = moe.capacity_factor
+        self.router = Router(h, moe.num_experts, top_k=moe.experts_per_token, kind=moe.router)
+        self.experts = nn.ModuleDict(
+            {str(j): _mlp(arch.family, h, f) for j in range(moe.num_experts)}
+        )
+        self.shared: nn.Module | None = None
+        if moe.num_shared_experts:
+            self.shared = _mlp(arch.family, h, f * moe.num_shared_experts)
+        self.exchange: ExpertExchange | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        weights, idx = self.router(flat)
+        tokens = flat.shape[0]
+        expert_of = idx.reshape(-1)
+        token_of = torch.arange(tokens, device=x.device).repeat_interleave(self.top_k)
+        weight_of = weights.reshape(-1)
+        if self.capacity_factor is not None:
+            keep = self._within_capacity(expert_of, tokens)
+            expert_of, token_of, weight_of = expert_of[keep], token_of[keep], weight_of[keep]
+        order = torch.argsort(expert_of, stable=True)
+        expert_of, token_of, weight_of = expert_of[order], token_of[order], weight_of[order]
+        counts = torch.bincount(expert_of, minlength=self.num_experts)
+        outputs = self.run_experts(flat[token_of], counts)
+        out = torch.zeros_like(flat).index_add(0, token_of, outputs * weight_of.unsqueeze(-1))
+        if self.shared is not None:
+            out = out + self.shared(flat)
+        return out.reshape(shape)
+
+    def _within_capacity(self, expert_of: torch.Tensor, tokens: int) -> torch.Tensor:
+        """Which token copies (token-major order) fit their expert's capacity."""
+        assert self.capacity_factor is not None
+        capacity = math.ceil(self.capacity_factor * tokens * self.top_k / self.num_experts)
+        onehot = F.one_hot(expert_of, self.num_experts)
+        place = (onehot.cumsum(dim=0) * onehot).sum(dim=-1)  # 1-based place in its expert
+        return place <= capacity
+
+    def run_experts(self, inputs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """Expert j applied to its rows of `inputs` (grouped by expert, `counts[j]` each)."""
+        if self.exchange is not None:
+            return self.exchange(self, inputs, counts)
+        return self.local_experts(inputs, counts, first=0)
+
+    def local_experts(
+        self, inputs: torch.Tensor, counts: torch.Tensor, *, first: int
+    ) -> torch.Tensor:
+        """Experts first, first + 1, ... on consecutive row groups of sizes `counts`."""
+        chunks = torch.split(inputs, [int(n) for n in counts.tolist()])
+        outs = [self.experts[str(first + j)](c) for j, c in enumerate(chunks)]
+        return torch.cat(outs) if outs else inputs[:0]
+
+
+def _mlp(family: str, hidden: int, ffn: int) -> nn.Module:
+    return GeluMLP(hidden, ffn) if family == "gpt" else SwiGLU(hidden, ffn)
+
+
 class DecoderBlock(nn.Module):
     """Pre-norm transformer block: x + attn(norm(x)), then + mlp(norm(.))."""
 
-    def __init__(self, arch: ModelArch, *, seq_length: int, tp: int) -> None:
+    def __init__(self, arch: ModelArch, *, seq_length: int, tp: int, index: int = 0) -> None:
         super().__init__()
         h = arch.hidden_size
-        head_dim = h // arch.num_attention_heads
+        head_dim = arch.head_size
         heads = _local(arch.num_attention_heads, tp, "num_attention_heads")
         kv_heads = _local(arch.kv_heads, tp, "num_kv_heads")
         ffn = _local(arch.ffn, tp, "ffn_hidden_size")
@@ -275,6 +440,10 @@ class DecoderBlock(nn.Module):
                 h, heads=heads, kv_heads=kv_heads, head_dim=head_dim, bias=False, rotary=rotary
             )
             self.mlp = SwiGLU(h, ffn)
+        if arch.is_moe_layer(index):
+            if tp > 1:
+                raise ValueError(f"tp={tp}: the reference MoE block runs its experts whole")
+            self.mlp = MoE(arch)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x))
@@ -315,13 +484,19 @@ class ReferenceModel(nn.Module):
         super().__init__()
         if tp < 1:
             raise ValueError(f"tp={tp} must be >= 1")
+        if arch.mla is not None or arch.sliding_window is not None:
+            raise ValueError(
+                f"{arch.display_name}: the reference model builds neither latent attention "
+                "(mla) nor sliding windows; planner.catalog.moe counts them"
+            )
         vocab_local = -(-arch.vocab_size // tp)  # Megatron pads the vocabulary to a multiple
         self.arch = arch
         self.seq_length = seq_length
         self.tp = tp
         self.embedding = Embedding(arch, seq_length=seq_length, vocab_local=vocab_local)
         self.layers = nn.ModuleList(
-            DecoderBlock(arch, seq_length=seq_length, tp=tp) for _ in range(arch.num_layers)
+            DecoderBlock(arch, seq_length=seq_length, tp=tp, index=i)
+            for i in range(arch.num_layers)
         )
         self.head = Head(arch, vocab_local=vocab_local)
 

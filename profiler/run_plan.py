@@ -26,6 +26,7 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage
 
 from planner.plan import Plan
+from profiler.runner.folded import Folded, check_folded, folded_groups
 from profiler.runner.measure import BusyTimer, SavedBytesMeter, static_bytes
 from profiler.runner.mesh import RunMesh, init_mesh
 from profiler.runner.model import RunModel, load_model
@@ -80,12 +81,20 @@ def make_optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimiz
 
 
 def build_stages(
-    plan: Plan, rm: RunMesh, run_model: RunModel, *, dtype: torch.dtype
+    plan: Plan,
+    rm: RunMesh,
+    run_model: RunModel,
+    *,
+    dtype: torch.dtype,
+    folded: Folded | None = None,
 ) -> tuple[list[nn.Module], list[PipelineStage]]:
-    """This rank's stage modules (wrapped for dp) and their PipelineStages."""
+    """This rank's stage modules (wrapped for dp; with `folded`, on this rank's sequence
+    chunks and experts, gradients synced by hand) and their PipelineStages."""
     model = run_model
     mine = local_stages(plan, rm.pp_rank, num_blocks=run_model.num_blocks)
-    ddp = uses_ddp(tp=plan.tp, dp=plan.dp, zero_stage=plan.zero_stage, schedule=plan.schedule)
+    ddp = folded is None and uses_ddp(
+        tp=plan.tp, dp=plan.dp, zero_stage=plan.zero_stage, schedule=plan.schedule
+    )
     sp = plan.sequence_parallel and plan.tp > 1
     modules: list[nn.Module] = []
     stages: list[PipelineStage] = []
@@ -111,6 +120,8 @@ def build_stages(
             scatter=sequence_scatter(rm.tp_mesh) if sp else None,
             gather=sequence_gather(rm.tp_mesh) if sp else None,
         )
+        if folded is not None:
+            folded.apply(module)
         module = wrap_dp(module, dp_mesh=rm.dp_mesh, zero_stage=plan.zero_stage, ddp=ddp)
         modules.append(module)
         stages.append(
@@ -121,6 +132,7 @@ def build_stages(
 
 def run(opts: RunOptions) -> int:
     plan, doc_id = load_plan(opts.plan_path)
+    check_folded(plan)
     plan_id = opts.plan_id or doc_id
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rm = init_mesh(plan, device=opts.device)
@@ -129,7 +141,8 @@ def run(opts: RunOptions) -> int:
     vocab_size, tied_embeddings = run_model.vocab_size, run_model.tied
     layouts = stage_layout(plan, num_blocks=run_model.num_blocks)
     local_ids = [s.index for s in layouts if s.rank == rm.pp_rank]
-    modules, stages = build_stages(plan, rm, run_model, dtype=dtype)
+    folded = folded_groups(plan, rm) if plan.cp > 1 or plan.ep > 1 else None
+    modules, stages = build_stages(plan, rm, run_model, dtype=dtype, folded=folded)
     del run_model  # this rank's layers live on in `modules`; the rest is freed
     params = [p for m in modules for p in m.parameters()]
     tied = (
@@ -137,8 +150,10 @@ def run(opts: RunOptions) -> int:
         if tied_embeddings
         else None
     )
-    ddp = uses_ddp(tp=plan.tp, dp=plan.dp, zero_stage=plan.zero_stage, schedule=plan.schedule)
-    manual_dp = plan.dp > 1 and plan.zero_stage == 0 and not ddp
+    ddp = folded is None and uses_ddp(
+        tp=plan.tp, dp=plan.dp, zero_stage=plan.zero_stage, schedule=plan.schedule
+    )
+    manual_dp = folded is None and plan.dp > 1 and plan.zero_stage == 0 and not ddp
 
     timer = BusyTimer(rm.device)
     meter = SavedBytesMeter([*params, *(b for m in modules for b in m.buffers())])
@@ -161,7 +176,10 @@ def run(opts: RunOptions) -> int:
     untimed = max(opts.warmup, 1)
     for step in range(untimed + opts.steps):
         tokens, labels = synthetic_batch(plan, seed=opts.seed, step=step, vocab_size=vocab_size)
-        tokens, labels = tokens[rows].to(rm.device), labels[rows].to(rm.device)
+        tokens, labels = tokens[rows], labels[rows]
+        if folded is not None:
+            tokens, labels = folded.shard(tokens), folded.shard(labels)
+        tokens, labels = tokens.to(rm.device), labels.to(rm.device)
         meter.active = step < untimed
         if step == untimed - 1:
             meter.reset_peaks()
@@ -177,6 +195,8 @@ def run(opts: RunOptions) -> int:
         t_pipeline = time.perf_counter() - t0
         if manual_dp:
             allreduce_grads(params, rm.dp_group)
+        if folded is not None:
+            folded.sync_grads(modules)
         if tied is not None:
             tied.sync(modules)
         if opts.dump_grads is not None:
@@ -276,6 +296,10 @@ def _notes(
         notes["data_parallel"] = (
             "fsdp2" if plan.zero_stage else "ddp" if ddp else "all-reduce after the step"
         )
+    if plan.cp > 1:
+        notes["context_parallel"] = f"cp={plan.cp}: ring attention over p2p, 2 chunks a rank"
+    if plan.ep > 1:
+        notes["expert_parallel"] = f"ep={plan.ep}, edp={plan.edp}: all-to-all dispatch/combine"
     return notes
 
 

@@ -38,6 +38,11 @@ LAZY_COMMANDS = {
             "api.cli.serve",
             "Run the plan service (settings from MESHPLAN_* environment variables).",
         ),
+        LazyCommand(
+            "worker",
+            "api.cli.worker",
+            "Run search tasks from the PostgreSQL queue until SIGTERM (settings from MESHPLAN_*).",
+        ),
         LazyCommand("db", "api.cli.serve", "Database migrations (Alembic)."),
         LazyCommand("keys", "api.cli.serve", "API keys."),
         LazyCommand(

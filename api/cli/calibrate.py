@@ -60,8 +60,12 @@ def _print(cal: Calibration) -> None:
             lo_hi = cal.ranges.get(name)
             span = f"  range {lo_hi[0]:.4g} .. {lo_hi[1]:.4g}" if lo_hi else "  (no range: n = k)"
             typer.echo(f"  {name:<18} {value:.4g}  fitted{span}")
+        elif name in cal.held:
+            typer.echo(f"  {name:<18} {value:.4g}  held: {cal.held[name]}")
         else:
             typer.echo(f"  {name:<18} {value:.4g}  (default, not fitted)")
+    w = cal.prior_weight
+    typer.echo(f"prior weight   {'inf (held)' if w is None else f'{w:g}'} (leave-one-out)")
     typer.echo("step time per observation: measured, predicted before -> after (error)")
     for f in cal.fit:
         typer.echo(

@@ -13,12 +13,10 @@ from api.cli.calibrate import load_calibration
 from api.cli.documents import expect
 from api.cli.files import write_output
 from api.cli.output import describe_validation, emit_json, fail, read_json_file
-from api.cli.progress import progress_bar
-from planner.cost import partition_inputs, score_partition
+from api.cli.progress import search_progress
+from api.timeline import plan_timeline_svg
 from planner.errors import InfeasibleError, SpecError
-from planner.plan import Plan, PlanResult
-from planner.schedules import generate
-from planner.schedules.svg import render_timeline_svg
+from planner.plan import PlanResult
 from planner.search import search
 from planner.specs import PlanRequest
 
@@ -71,8 +69,12 @@ def _seconds(value_s: float) -> str:
 def _print(result: PlanResult) -> None:
     p, s = result.plan, result.search
     pr = p.prediction
+    proof = ""
+    if s.status != "OPTIMAL" and s.gap is not None and s.lower_bound_s is not None:
+        proof = f", gap {s.gap:.2%} to the bound {_seconds(s.lower_bound_s)}"
     typer.echo(
-        f"{p.model_name} on {p.num_gpus} x {p.gpu}  (search {s.status}, {s.wall_time_s:.2f} s)"
+        f"{p.model_name} on {p.num_gpus} x {p.gpu}  "
+        f"(search {s.status}{proof}, {s.wall_time_s:.2f} s)"
     )
     typer.echo(
         f"degrees        tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp}  schedule {p.schedule}  "
@@ -107,25 +109,45 @@ def _print(result: PlanResult) -> None:
     for alt in result.alternatives:
         typer.echo(
             f"alternative    tp={alt.tp} pp={alt.pp} dp={alt.dp} vpp={alt.vpp} {alt.schedule} "
-            f"mbs={alt.micro_batch_size}: {_seconds(alt.prediction.step_time_s)}, bubble "
-            f"{alt.prediction.bubble_fraction:.2%}"
+            f"mbs={alt.micro_batch_size} ZeRO-{alt.zero_stage}: "
+            f"{_seconds(alt.prediction.step_time_s)}, bubble {alt.prediction.bubble_fraction:.2%}"
         )
+    if s.alternatives_note is not None:
+        typer.echo(f"alternatives   {s.alternatives_note}")
     typer.echo(
         f"search         {s.candidates_considered} configurations, {s.candidates_pruned} pruned, "
         f"{s.solver_calls} CP-SAT solves"
     )
 
 
-def _svg(request: PlanRequest, plan: Plan) -> str:
-    inputs = partition_inputs(request, plan.candidate())
-    sc = score_partition(inputs, plan.stages, with_timeline=True)
-    schedule = generate(
-        plan.schedule, pp=plan.pp, vpp=plan.vpp, num_microbatches=plan.num_microbatches
+def _print_replan(doc: dict[str, Any]) -> None:
+    old, new = doc["old"], doc["new"]
+    typer.echo(
+        f"replanned {old['id']} (cost model {old['cost_model_version']}, calibration "
+        f"{old['calibration_id'] or 'none'}) -> {new['id']} (cost model "
+        f"{new['cost_model_version']}, calibration {new['calibration_id'] or 'none'})"
+        + ("  [stored already]" if new["cache_hit"] else "")
     )
-    title = (
-        f"{plan.model_name}: {plan.schedule} pp={plan.pp} vpp={plan.vpp} m={plan.num_microbatches}"
-    )
-    return render_timeline_svg(schedule, sc.sim, title=title)
+    diff = doc["diff"]
+    for name, d in {**diff["configuration"], **diff["prediction"]}.items():
+        mark = " " if d.get("changed") is False or d.get("change") == 0 else "*"
+        change = ""
+        if d.get("relative_change") is not None:
+            change = f"  ({d['relative_change']:+.1%})"
+        typer.echo(f"{mark} {name:<18} {d['old']!s:>14} -> {d['new']!s:<14}{change}")
+    typer.echo("changed: " + (", ".join(diff["changed"]) or "no configuration field"))
+
+
+def replan_via_service(
+    plan_id: str, *, calibration_id: str | None, url: str, api_key: str | None, as_json: bool
+) -> None:
+    """`meshplan plan --replan ID`: POST /v1/plans/{id}/replan on the service (api.replan)."""
+    from api.cli.submissions import Service
+
+    service = Service(url, api_key, as_json)
+    body = {} if calibration_id is None else {"calibration_id": calibration_id}
+    r = service.call("POST", f"/v1/plans/{plan_id}/replan", ok=(200, 201), json=body)
+    emit_json(r.json()) if as_json else _print_replan(r.json())
 
 
 def plan(
@@ -138,8 +160,33 @@ def plan(
     calibration: Annotated[
         Path | None, typer.Option("--calibration", help="calibration JSON (meshplan calibrate)")
     ] = None,
+    replan: Annotated[
+        str | None,
+        typer.Option(
+            "--replan",
+            help="a stored plan's id: plan its request again on the service (--url) under "
+            "today's cost model and print the diff",
+        ),
+    ] = None,
+    calibration_id: Annotated[
+        str | None,
+        typer.Option("--calibration-id", help="with --replan: a stored calibration to use"),
+    ] = None,
+    url: Annotated[
+        str, typer.Option("--url", envvar="MESHPLAN_URL", help="service URL (--replan)")
+    ] = "http://127.0.0.1:8000",
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="MESHPLAN_API_KEY", help="API key")
+    ] = None,
 ) -> None:
     """Search the fastest plan (or the smallest bubble) that fits the memory cap."""
+    if replan is not None:
+        if request is not None or example is not None or calibration is not None:
+            fail("--replan takes no --request, --example or --calibration", as_json=as_json)
+        replan_via_service(
+            replan, calibration_id=calibration_id, url=url, api_key=api_key, as_json=as_json
+        )
+        return
     if (request is None) == (example is None):
         fail("give exactly one of --request or --example", as_json=as_json)
     if example is not None and example not in EXAMPLES:
@@ -156,7 +203,7 @@ def plan(
     if calibration is not None:
         req = load_calibration(calibration, req, as_json=as_json)
     try:
-        with progress_bar("searching", as_json=as_json) as on_progress:
+        with search_progress(as_json=as_json) as on_progress:
             result = search(req, on_progress=on_progress, clock=time.monotonic)
     except InfeasibleError as exc:
         fail(
@@ -168,7 +215,7 @@ def plan(
     except SpecError as exc:
         fail(str(exc), as_json=as_json, doc={"error": str(exc), "field": exc.field})
     if svg is not None:
-        write_output(svg, _svg(req, result.plan), as_json=as_json)
+        write_output(svg, plan_timeline_svg(result.plan), as_json=as_json)
     if as_json:
         emit_json(
             {

@@ -26,9 +26,15 @@ def serve(
         False, "--dev-open", help="allow requests without an API key (tenant 'dev'); local only"
     ),
     workers: int = typer.Option(1, help="uvicorn worker processes"),
+    with_worker: bool = typer.Option(
+        False,
+        "--with-worker",
+        help="also run a search-queue worker in each API process (PostgreSQL)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the settings as JSON and exit"),
 ) -> None:
     """Run the plan service (settings from MESHPLAN_* environment variables)."""
+    import math
     import os
 
     import uvicorn
@@ -37,7 +43,15 @@ def serve(
 
     if dev_open:
         os.environ["MESHPLAN_DEV_OPEN"] = "true"
+    if with_worker:
+        os.environ["MESHPLAN_WITH_WORKER"] = "true"
     settings = Settings()
+    if with_worker and not settings.queue_enabled():
+        fail(
+            "--with-worker needs PostgreSQL (MESHPLAN_DATABASE_URL) and MESHPLAN_SEARCH_QUEUE "
+            f"auto or procrastinate; got {settings.database_url.split(':', 1)[0]!r}, "
+            f"{settings.search_queue!r}"
+        )
     if as_json:
         emit_json(
             {
@@ -54,8 +68,16 @@ def serve(
         migrate.upgrade(settings.database_url)
         os.environ["MESHPLAN_MIGRATE_ON_START"] = "false"
     typer.echo(f"meshplan service on http://{host}:{port} (database {settings.database_url})")
+    # SIGTERM: uvicorn stops accepting, lets in-flight requests finish for up to
+    # api_shutdown_grace_s, then runs the app's shutdown (the embedded worker's own grace)
     uvicorn.run(
-        "api.app:create_app", factory=True, host=host, port=port, workers=workers, log_level="info"
+        "api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        timeout_graceful_shutdown=math.ceil(settings.api_shutdown_grace_s),
     )
 
 

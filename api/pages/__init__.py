@@ -1,1 +1,2 @@
-"""Server-rendered pages (Jinja2, inline SVG; no front-end build): plan history and one plan."""
+"""Server-rendered pages (Jinja2, inline SVG; no front-end build): the start page and planning
+form, a search's progress, plan history, one plan, one alternative (docs/service.md, Pages)."""

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.calibrations import observations_from_runs, summary
+from api.calibrations import observations_from_runs, run_ids_of, summary
 from api.deps import PrincipalDep, SessionDep
 from api.limits import MAX_SCHEDULE_ACTIONS, check_candidate_size, check_request
 from api.present import decode_newest_first_token, newest_first_token
@@ -29,19 +29,31 @@ DEFAULT_FIT = ["matmul_fraction", "link_fraction"]
 
 
 class CalibrationCreate(BaseModel):
-    """Observations inline, or the ids of stored runs (each with the plan it ran)."""
+    """Observations inline, or stored runs (each with the plan it ran): by run id, every run
+    of some plans, or the runs some submissions' jobs reported (any of the three together)."""
 
     model_config = ConfigDict(extra="forbid")
 
     observations: list[Observation] | None = Field(default=None, max_length=MAX_OBSERVATIONS)
     run_ids: list[str] | None = Field(default=None, max_length=MAX_OBSERVATIONS)
+    plan_ids: list[str] | None = Field(default=None, max_length=MAX_OBSERVATIONS)
+    submission_ids: list[str] | None = Field(default=None, max_length=MAX_OBSERVATIONS)
     fit: list[str] = Field(default_factory=lambda: list(DEFAULT_FIT), min_length=1, max_length=4)
     scope: dict[str, str] = Field(default_factory=dict, max_length=20)
+    hold_undetermined: bool = Field(
+        default=False,
+        description="keep a constant the observations cannot determine at its default (named "
+        "with the reason in `held`) instead of refusing",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CalibrationCreate:
-        if (self.observations is None) == (self.run_ids is None):
-            raise ValueError("give exactly one of 'observations' or 'run_ids'")
+        stored = (self.run_ids, self.plan_ids, self.submission_ids)
+        if (self.observations is None) == all(x is None for x in stored):
+            raise ValueError(
+                "give either 'observations' or stored runs ('run_ids', 'plan_ids', "
+                "'submission_ids')"
+            )
         bad = [n for n in self.fit if n not in CONSTANT_NAMES]
         if bad:
             raise ValueError(f"fit: unknown constants {bad}; known: {list(CONSTANT_NAMES)}")
@@ -90,13 +102,32 @@ def create_calibration(
     if body.observations is not None:
         observations = body.observations
     else:
-        run_ids = body.run_ids or []
+        run_ids = list(body.run_ids or [])
+        if body.plan_ids or body.submission_ids:
+            more = run_ids_of(
+                session,
+                tenant=principal.tenant,
+                plan_ids=body.plan_ids or [],
+                submission_ids=body.submission_ids or [],
+            )
+            run_ids = list(dict.fromkeys([*run_ids, *more]))
+            if len(run_ids) > MAX_OBSERVATIONS:
+                raise _invalid(
+                    "body.plan_ids",
+                    f"{len(run_ids)} stored runs exceed the limit of {MAX_OBSERVATIONS} "
+                    "observations; name runs by run_ids",
+                )
         observations = observations_from_runs(session, tenant=principal.tenant, run_ids=run_ids)
     if not observations:
         raise _invalid("body.observations", "no observations to calibrate on", [])
     _check(observations)
     try:
-        cal = calibrate(observations, names=body.fit, scope=body.scope)
+        cal = calibrate(
+            observations,
+            names=body.fit,
+            scope=body.scope,
+            hold_undetermined=body.hold_undetermined,
+        )
     except NotDetermined as exc:
         raise _invalid("body.fit", f"not determined: {exc}", body.fit) from exc
     except ValueError as exc:

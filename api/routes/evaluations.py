@@ -8,10 +8,11 @@ from pydantic import BaseModel, ConfigDict
 from api.deps import PrincipalDep, StateDep
 from api.limits import check_candidate_size, check_request
 from api.planning import normalise
+from api.schemas.plans import PlanCreate
 from api.schemas.problem import problem_responses
 from planner.cost import check_candidate, evaluate
 from planner.plan import Prediction
-from planner.specs import Candidate, PlanRequest
+from planner.specs import Candidate
 
 router = APIRouter(prefix="/v1", tags=["evaluations"])
 
@@ -19,7 +20,7 @@ router = APIRouter(prefix="/v1", tags=["evaluations"])
 class EvaluationCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    request: PlanRequest
+    request: PlanCreate
     candidate: Candidate
 
 

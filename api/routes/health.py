@@ -9,6 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import StateDep
+from api.outage import POLICY
 from api.problems import problem_response
 from api.schemas.problem import problem_responses
 from api.store.db import ping
@@ -45,7 +46,13 @@ async def readyz(state: StateDep) -> Response:
     try:
         await run_in_threadpool(ping, state.engine)
     except SQLAlchemyError as exc:
-        return problem_response(503, "Database unreachable", type(exc).__name__)
+        return problem_response(
+            503,
+            "Database unreachable",
+            type(exc).__name__,
+            kind="database-unavailable",
+            headers={"Retry-After": str(POLICY.retry_after_s)},
+        )
     return JSONResponse({"status": "ready"})
 
 

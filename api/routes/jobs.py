@@ -22,6 +22,7 @@ def job_document(job: JobRow) -> dict[str, Any]:
         "id": job.id,
         "status": job.status,
         "progress": job.progress,
+        "progress_detail": job.progress_detail,
         "created_at": job.created_at.isoformat(),
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "plan_id": job.plan_id,

@@ -11,32 +11,30 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from api.deps import PrincipalDep, SessionDep
 from api.launch_fit import fit_cluster, stored_gpus_per_node
-from api.problems import ProblemError, field_errors, unsupported_problem
+from api.problems import ProblemError, field_errors, unsupported_plan
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
 from planner.errors import SpecError, UnsupportedPlanError
-from planner.launch import Deployment, LaunchBundle, render
+from planner.launch import Deployment, LaunchBundle, Target, render
 from planner.plan import PlanResult
+from planner.specs.base import Framework
 
 router = APIRouter(prefix="/v1", tags=["launch"])
 
-TargetQ = Annotated[Literal["torchrun", "slurm", "kubernetes"], Query()]
-FrameworkQ = Annotated[Literal["meshplan", "megatron", "torchtitan", "deepspeed"], Query()]
+TargetQ = Annotated[Target, Query()]
+FrameworkQ = Annotated[Framework, Query()]
 FormatQ = Annotated[Literal["json", "tar.gz"] | None, Query()]
 _RESERVED = {"target", "framework", "format", "key"}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "files, per-node commands and notes (or a tar.gz of the files)",
-        "content": {
-            "application/json": {"schema": LaunchBundle.model_json_schema()},
-            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
-        },
+        "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
     },
     **problem_responses(404, 422),
 }
@@ -69,7 +67,12 @@ def _deployment_from_query(request: Request) -> Deployment:
 
 
 def _bundle(
-    session: Session, tenant: str, plan_id: str, deployment: Deployment, target: str, framework: str
+    session: Session,
+    tenant: str,
+    plan_id: str,
+    deployment: Deployment,
+    target: Target,
+    framework: Framework,
 ) -> LaunchBundle:
     row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
     if row is None:
@@ -77,10 +80,9 @@ def _bundle(
     plan = PlanResult.model_validate(row.result).plan
     deployment = fit_cluster(plan, deployment, gpus_per_node=stored_gpus_per_node(row.request))
     try:
-        return render(plan, deployment, target=target, framework=framework)  # type: ignore[arg-type]
+        return render(plan, deployment, target=target, framework=framework)
     except UnsupportedPlanError as exc:  # short: one line per kind of reason (api.refusal)
-        fields = unsupported_problem(exc, pp=plan.pp)
-        raise ProblemError(422, fields.pop("title"), fields.pop("detail"), **fields) from exc
+        raise unsupported_plan(exc, pp=plan.pp) from exc
     except SpecError:
         raise  # mapped to a 422 problem naming the field
     except ValueError as exc:  # e.g. a derived value the emitter's own models reject
@@ -89,12 +91,14 @@ def _bundle(
         ) from exc
 
 
-def _respond(request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: str) -> Response:
+def _respond(
+    request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: str
+) -> LaunchBundle | Response:
     wants_tar = fmt == "tar.gz" or (
         fmt is None and "application/gzip" in request.headers.get("accept", "")
     )
     if not wants_tar:
-        return JSONResponse(bundle.model_dump(mode="json"))
+        return bundle
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for f in bundle.files:
@@ -111,7 +115,7 @@ def _respond(request: Request, bundle: LaunchBundle, fmt: str | None, plan_id: s
 
 @router.get(
     "/plans/{plan_id}/launch",
-    response_model=None,
+    response_model=LaunchBundle,
     responses=_RESPONSES,
     summary="Launch configs for a plan (deployment fields as query parameters)",
 )
@@ -123,7 +127,7 @@ def launch_get(
     target: TargetQ = "torchrun",
     framework: FrameworkQ = "meshplan",
     format: FormatQ = None,
-) -> Response:
+) -> LaunchBundle | Response:
     deployment = _deployment_from_query(request)
     bundle = _bundle(session, principal.tenant, plan_id, deployment, target, framework)
     return _respond(request, bundle, format, plan_id)
@@ -131,7 +135,7 @@ def launch_get(
 
 @router.post(
     "/plans/{plan_id}/launch",
-    response_model=None,
+    response_model=LaunchBundle,
     responses=_RESPONSES,
     summary="Launch configs for a plan (deployment as the JSON body)",
 )
@@ -144,6 +148,6 @@ def launch_post(
     target: TargetQ = "torchrun",
     framework: FrameworkQ = "meshplan",
     format: FormatQ = None,
-) -> Response:
+) -> LaunchBundle | Response:
     bundle = _bundle(session, principal.tenant, plan_id, body, target, framework)
     return _respond(request, bundle, format, plan_id)

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
-from api.idempotent import replay_or_refuse
-from api.planning import Outcome, Planner, error_document
+from api.idempotent import expiry_of, replay_or_refuse
+from api.outage import is_outage, write_later
+from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
-from api.problems import ProblemError, field_problem
-from api.schemas.plans import JobPublic, PlanListPublic, PlanPublic
+from api.problems import ProblemError, field_problem, problem_document
+from api.replan import ReplanBody, calibration_choice, replan
+from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic, PlanSummary
 from api.schemas.problem import problem_responses
+from api.state import AppState
 from api.store import idempotency
 from api.store import plans as plan_store
 from api.store import submissions as submission_store
-from api.store.plans import PlanFilters
+from api.store.keys import Principal
+from api.store.plans import PlanFilters, SortKey
 from api.store.tables import PlanRow, SubmissionRow
 from api.submissions.states import submission_document
 from planner.specs import PlanRequest, ScheduleName
@@ -50,7 +56,7 @@ _JOB_LOCATION = {"Location": {"description": "the job's URL", "schema": {"type":
     },
 )
 async def create_plan(
-    body: PlanRequest,
+    body: PlanCreate,
     principal: PrincipalDep,
     state: StateDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
@@ -68,6 +74,7 @@ async def create_plan(
         key=idempotency_key,
         fingerprint=body_fingerprint(body),
         stale_after_s=state.settings.max_time_limit_s + 60.0,
+        expiry=expiry_of(state.settings),
     )
     replayed = replay_or_refuse(claim)
     if replayed is not None:
@@ -75,27 +82,45 @@ async def create_plan(
     try:
         status, doc, headers = await _create(state, principal, body, respond_async)
     except BaseException as exc:
-        problem = error_document(exc)
+        problem = problem_document(exc)
         if problem["status"] < 500 and isinstance(exc, Exception):
-            await run_in_threadpool(
-                _complete, state, tenant, idempotency_key, problem["status"], problem, {}
+            await _settle(
+                lambda: _complete(state, tenant, idempotency_key, problem["status"], problem, {}),
+                what=f"idempotency key {idempotency_key!r} completed",
             )
-        else:
-            await run_in_threadpool(_abandon, state, tenant, idempotency_key)
+        else:  # a 5xx (an outage included): the key is free for the client's retry
+            await _settle(
+                lambda: _abandon(state, tenant, idempotency_key),
+                what=f"idempotency key {idempotency_key!r} abandoned",
+            )
         raise
-    await run_in_threadpool(_complete, state, tenant, idempotency_key, status, doc, headers)
+    await _settle(
+        lambda: _complete(state, tenant, idempotency_key, status, doc, headers),
+        what=f"idempotency key {idempotency_key!r} completed",
+    )
     return JSONResponse(doc, status_code=status, headers=headers)
 
 
+async def _settle(write: Callable[[], None], *, what: str) -> None:
+    """Record an idempotency key's outcome now, or, while the database is down, once it is
+    back (the response does not wait for it, and the key must not stay in flight)."""
+    try:
+        await run_in_threadpool(write)
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+        write_later(write, what=what)
+
+
 def body_fingerprint(body: PlanRequest) -> str:
-    """What an Idempotency-Key is bound to: the request body, with defaults filled in."""
-    return hashlib.sha256(
-        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
-    ).hexdigest()
+    """What an Idempotency-Key is bound to: the request body, with defaults filled in (a core
+    request is a `PlanCreate` without tags, not forced)."""
+    doc = {"tags": [], "force": False, **body.model_dump(mode="json")}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 async def _create(
-    state: Any, principal: Any, body: PlanRequest, respond_async: bool
+    state: AppState, principal: Principal, body: PlanRequest, respond_async: bool
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     outcome: Outcome = await Planner(state).submit(principal, body, wait=not respond_async)
     if outcome.plan is None:
@@ -107,7 +132,7 @@ async def _create(
     return (201 if outcome.created else 200), doc, {"Location": f"/v1/plans/{outcome.plan.id}"}
 
 
-def _job_doc(state: Any, tenant: str, job_id: str) -> dict[str, Any]:
+def _job_doc(state: AppState, tenant: str, job_id: str) -> dict[str, Any]:
     from api.routes.jobs import job_document
     from api.store.jobs import get_job
 
@@ -118,7 +143,12 @@ def _job_doc(state: Any, tenant: str, job_id: str) -> dict[str, Any]:
 
 
 def _complete(
-    state: Any, tenant: str, key: str, status: int, body: dict[str, Any], headers: dict[str, str]
+    state: AppState,
+    tenant: str,
+    key: str,
+    status: int,
+    body: dict[str, Any],
+    headers: dict[str, str],
 ) -> None:
     with state.sessions() as session:
         idempotency.complete(
@@ -127,7 +157,7 @@ def _complete(
         session.commit()
 
 
-def _abandon(state: Any, tenant: str, key: str) -> None:
+def _abandon(state: AppState, tenant: str, key: str) -> None:
     with state.sessions() as session:
         idempotency.abandon(session, tenant=tenant, key=key)
         session.commit()
@@ -135,11 +165,13 @@ def _abandon(state: Any, tenant: str, key: str) -> None:
 
 @router.get(
     "/plans/{plan_id}",
-    response_model=None,
-    responses={200: {"model": PlanPublic}, **problem_responses(404)},
+    response_model=PlanPublic,
+    responses=problem_responses(404),
     summary="One stored plan",
 )
 async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JSONResponse:
+    """Answered as the stored JSON (the response is not validated again: a large plan's
+    result takes milliseconds to validate, and it was validated when stored)."""
     row, submissions = await in_session(
         state, lambda s: _plan_with_submissions(s, principal.tenant, plan_id)
     )
@@ -151,7 +183,7 @@ async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JS
 
 
 def _plan_with_submissions(
-    session: Any, tenant: str, plan_id: str
+    session: Session, tenant: str, plan_id: str
 ) -> tuple[PlanRow | None, list[SubmissionRow]]:
     row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
     if row is None:
@@ -159,15 +191,10 @@ def _plan_with_submissions(
     return row, submission_store.plan_submissions(session, tenant=tenant, plan_id=plan_id)
 
 
-Sort = Literal[
-    "created_at", "-created_at", "step_time_s", "-step_time_s", "tokens_per_s", "-tokens_per_s"
-]
-
-
 @router.get(
     "/plans",
-    response_model=None,
-    responses={200: {"model": PlanListPublic}, **problem_responses(422)},
+    response_model=PlanListPublic,
+    responses=problem_responses(422),
     summary="Plan history: filter, sort, cursor pagination",
 )
 async def list_plans(
@@ -185,10 +212,12 @@ async def list_plans(
     created_after: datetime | None = None,
     created_before: datetime | None = None,
     tag: str | None = None,
-    sort: Sort = "-created_at",
+    cost_model_version: Annotated[str | None, Query(max_length=32)] = None,
+    calibration_id: Annotated[str | None, Query(max_length=64)] = None,
+    sort: SortKey = "-created_at",
     page_size: Annotated[int, Query(ge=1, le=200)] = 50,
     page_token: Annotated[str | None, Query(max_length=1000)] = None,
-) -> JSONResponse:
+) -> PlanListPublic:
     if min_gpus is not None and max_gpus is not None and min_gpus > max_gpus:
         raise field_problem("query.min_gpus", f"min_gpus={min_gpus} > max_gpus={max_gpus}")
     if (
@@ -214,6 +243,8 @@ async def list_plans(
         created_after=created_after,
         created_before=created_before,
         tag=tag,
+        cost_model_version=cost_model_version,
+        calibration_id=calibration_id,
     )
     after = decode_cursor(page_token, sort=sort, filters=filters) if page_token else None
     page = await in_session(
@@ -228,7 +259,30 @@ async def list_plans(
         ),
     )
     token = encode_cursor(page.next_cursor, filters=filters) if page.next_cursor else None
-    return JSONResponse({"data": [plan_summary(r) for r in page.rows], "next_page_token": token})
+    return PlanListPublic(
+        data=[PlanSummary.model_validate(plan_summary(r)) for r in page.rows],
+        next_page_token=token,
+    )
+
+
+@router.post(
+    "/plans/{plan_id}/replan",
+    status_code=201,
+    response_model=None,
+    responses={
+        200: {"description": "today's plan for the request was stored already"},
+        201: {"description": "a new plan, with its diff against the old one", "headers": _LOCATION},
+        **problem_responses(404, 422, 503),
+    },
+    summary="Plan a stored plan's request again under today's cost model; diff old and new",
+)
+async def replan_plan(
+    plan_id: str, principal: PrincipalDep, state: StateDep, body: ReplanBody | None = None
+) -> JSONResponse:
+    outcome, doc = await replan(state, principal, plan_id, calibration_choice(body))
+    assert outcome.plan is not None
+    headers = {"Location": f"/v1/plans/{outcome.plan.id}"}
+    return JSONResponse(doc, status_code=201 if outcome.created else 200, headers=headers)
 
 
 def _timestamp(moment: datetime) -> float:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
-from api.idempotent import replay_or_refuse
+from api.idempotent import expiry_of, replay_or_refuse
 from api.present import decode_cursor, encode_cursor
 from api.problems import ProblemError, problem_body
 from api.schemas.problem import problem_responses
@@ -129,6 +129,7 @@ async def create(
         key=key,
         fingerprint=fingerprint(plan_id, body),
         stale_after_s=stale_after_s,
+        expiry=expiry_of(state.settings),
     )
     replayed = replay_or_refuse(claim)
     if replayed is not None:

@@ -11,6 +11,12 @@ from sqlalchemy.orm import InstrumentedAttribute, Session, defer
 
 from api.store.ids import new_id
 from api.store.tables import PlanRow, PlanTagRow, utcnow
+from planner.cost.version import COST_MODEL_VERSION
+
+UNKNOWN_VERSION = "unknown"
+"""The `cost_model_version` filter value that selects plans stored before plans recorded it."""
+DEFAULT_CALIBRATION = "none"
+"""The `calibration_id` filter value that selects plans made with the catalog's defaults."""
 
 SortKey = Literal[
     "created_at", "-created_at", "step_time_s", "-step_time_s", "tokens_per_s", "-tokens_per_s"
@@ -36,6 +42,8 @@ class PlanFilters:
     created_after: datetime | None = None
     created_before: datetime | None = None
     tag: str | None = None
+    cost_model_version: str | None = None  # UNKNOWN_VERSION: stored before it was recorded
+    calibration_id: str | None = None  # DEFAULT_CALIBRATION: the catalog defaults
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,12 @@ def insert_plan(
     tags: list[str],
     created_at: datetime | None = None,
     plan_id: str | None = None,
+    cost_model_version: str | None = COST_MODEL_VERSION,
 ) -> PlanRow:
-    """Store a plan (the full JSON plus the denormalised columns the history filters on)."""
+    """Store a plan (the full JSON plus the denormalised columns the history filters on).
+
+    `cost_model_version` is the model the result was computed with: today's for a result just
+    computed (the default); the calibration id comes from the result's plan."""
     plan = result["plan"]
     pred = plan["prediction"]
     row = PlanRow(
@@ -88,6 +100,8 @@ def insert_plan(
         peak_memory_bytes=pred["peak_memory_bytes"],
         search_wall_s=result.get("search", {}).get("wall_time_s", 0.0),
         tags=sorted(set(tags)),
+        cost_model_version=cost_model_version,
+        calibration_id=plan.get("calibration_id"),
         request=request,
         result=result,
     )
@@ -103,10 +117,15 @@ def get_plan(session: Session, *, tenant: str, plan_id: str) -> PlanRow | None:
 
 
 def find_cached(session: Session, *, tenant: str, request_hash: str) -> PlanRow | None:
-    """The newest plan of this tenant for the same normalised request."""
+    """The newest plan of this tenant for the same normalised request made under today's
+    cost-model version (a plan chosen by another model is not today's answer)."""
     stmt = (
         select(PlanRow)
-        .where(PlanRow.tenant == tenant, PlanRow.request_hash == request_hash)
+        .where(
+            PlanRow.tenant == tenant,
+            PlanRow.request_hash == request_hash,
+            PlanRow.cost_model_version == COST_MODEL_VERSION,
+        )
         .order_by(PlanRow.created_at.desc(), PlanRow.id.desc())
         .limit(1)
     )
@@ -136,6 +155,7 @@ def _conditions(tenant: str, f: PlanFilters) -> list[ColumnElement[bool]]:
         conds.append(PlanRow.created_at > f.created_after)
     if f.created_before is not None:
         conds.append(PlanRow.created_at < f.created_before)
+    conds.extend(_model_conditions(f))
     if f.tag is not None:
         conds.append(
             exists().where(
@@ -144,6 +164,21 @@ def _conditions(tenant: str, f: PlanFilters) -> list[ColumnElement[bool]]:
                 PlanTagRow.tag == f.tag,
             )
         )
+    return conds
+
+
+def _model_conditions(f: PlanFilters) -> list[ColumnElement[bool]]:
+    """The cost-model version and calibration filters (their two special values)."""
+    conds: list[ColumnElement[bool]] = []
+    if f.cost_model_version == UNKNOWN_VERSION:
+        conds.append(PlanRow.cost_model_version.is_(None))
+    elif f.cost_model_version is not None:
+        conds.append(PlanRow.cost_model_version == f.cost_model_version)
+    if f.calibration_id == DEFAULT_CALIBRATION:  # made under a known version, no calibration
+        conds.append(PlanRow.calibration_id.is_(None))
+        conds.append(PlanRow.cost_model_version.is_not(None))
+    elif f.calibration_id is not None:
+        conds.append(PlanRow.calibration_id == f.calibration_id)
     return conds
 
 

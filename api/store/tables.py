@@ -85,6 +85,8 @@ class PlanRow(Base):
         Index("ix_plans_tenant_hash", "tenant", "model_hash", "created_at"),
         Index("ix_plans_tenant_gpu", "tenant", "gpu", "num_gpus", "created_at"),
         Index("ix_plans_tenant_request", "tenant", "request_hash", "created_at"),
+        Index("ix_plans_tenant_version", "tenant", "cost_model_version", "created_at"),
+        Index("ix_plans_tenant_calibration", "tenant", "calibration_id", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -107,6 +109,10 @@ class PlanRow(Base):
     peak_memory_bytes: Mapped[float] = mapped_column(Float)
     search_wall_s: Mapped[float] = mapped_column(Float, default=0.0)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # planner.cost.version.COST_MODEL_VERSION and the calibration the prediction was made
+    # with; NULL version: stored before plans recorded it (shown "unknown")
+    cost_model_version: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    calibration_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     request: Mapped[dict[str, Any]]
     result: Mapped[dict[str, Any]]
 
@@ -136,6 +142,8 @@ class JobRow(Base):
     plan_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     progress: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # the search's latest SearchProgress (settled, total, incumbent_s, lower_bound_s, gap, ...)
+    progress_detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
 

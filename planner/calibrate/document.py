@@ -40,6 +40,9 @@ class Observation(Frozen):
     candidate: Candidate
     measured: Measured
     source: str = Field(default="", max_length=2000)
+    run_id: str | None = Field(
+        default=None, max_length=200, description="the stored run it came from (the service)"
+    )
 
 
 class ObservationFit(Frozen):
@@ -68,6 +71,18 @@ class Calibration(Frozen):
     ranges: dict[str, tuple[float, float]] = {}
     observations: tuple[Observation, ...]
     fit: tuple[ObservationFit, ...]
+    prior_weight: float | None = Field(
+        default=0.0,
+        description="w of the prior toward the start constants (planner.calibrate.fit), chosen "
+        "by leave-one-out cross-validation; null: infinite (every constant held at its start)",
+    )
+    held: dict[str, str] = Field(
+        default_factory=dict, description="constants kept at their start value, and why"
+    )
+    loo_rms: dict[str, float] = Field(
+        default_factory=dict,
+        description="leave-one-out RMS log step-time error per prior weight tried",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Calibration:
@@ -126,8 +141,13 @@ def calibrate(
     names: Sequence[str] = CONSTANT_NAMES,
     scope: dict[str, str] | None = None,
     start: Efficiency | None = None,
+    prior_weight: float | None = None,
+    hold_undetermined: bool = False,
 ) -> Calibration:
-    """Fit `names` to the observations (planner.calibrate.fit) and wrap the result.
+    """Fit `names` to the observations (planner.calibrate.fit) and wrap the result: toward
+    `start` with `prior_weight` (None: cross-validated; 0: plain least squares); a constant
+    the observations cannot determine refuses (NotDetermined) or, with `hold_undetermined`,
+    keeps its start value and is named in `held`.
 
     Raises ValueError (observations on several GPUs, bad names) and NotDetermined.
     """
@@ -136,7 +156,12 @@ def calibrate(
     gpu = _gpu_of(observations)
     measured = [o.measured.step_time_s for o in observations]
     result: FitResult = fit_constants(
-        lambda eff: predict_all(observations, eff), measured, names=names, start=start
+        lambda eff: predict_all(observations, eff),
+        measured,
+        names=names,
+        start=start,
+        prior_weight=prior_weight,
+        hold_undetermined=hold_undetermined,
     )
     constants = result.constants.as_dict()
     fits = tuple(
@@ -169,4 +194,7 @@ def calibrate(
         ranges=result.ranges,
         observations=tuple(observations),
         fit=fits,
+        prior_weight=None if math.isinf(result.prior_weight) else result.prior_weight,
+        held=result.held,
+        loo_rms={f"{w:g}": round(e, 6) for w, e in result.loo_rms.items()},
     )

@@ -33,6 +33,7 @@ from planner.catalog.layer_work import (
     embedding_work,
     head_work,
 )
+from planner.errors import SpecError
 from planner.specs.base import DTYPE_BYTES, ModeValues
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost, LayerRef, ModelArch, ModelProfile, ProfilePoint
@@ -182,6 +183,13 @@ def _shape(
     tp: int,
     sequence_parallel: bool,
 ) -> Shape:
+    if not arch.is_plain:
+        raise SpecError(
+            "model",
+            arch.display_name,
+            "moe, mla, head_dim and sliding_window are not yet costed by the search "
+            "(issue #19); planner.catalog.moe gives their per-layer numbers",
+        )
     a, kv = arch.num_attention_heads, arch.kv_heads
     if tp <= 0 or a % tp or kv % tp:
         raise ValueError(f"tp={tp} must divide num_attention_heads={a} and num_kv_heads={kv}")
@@ -301,3 +309,64 @@ def analytic_profile(
         arch=arch,
         notes={"efficiency": (", ".join(f"{k}={v}" for k, v in efficiency.as_dict().items()))},
     )
+
+
+def _preset(**fields: object) -> ModelArch:
+    return ModelArch.model_validate(fields)
+
+
+#: Mixture-of-experts presets from each model's public config.json (Hugging Face), as llama
+#: blocks (RMSNorm, rotary, SwiGLU experts, untied embeddings). What the blocks approximate:
+#: DeepSeek-V3's MLA by its projection shapes (`MlaSpec`), and its multi-token-prediction module
+#: (14B more parameters in the checkpoint) is left out, as in the published 671B; GPT-OSS's
+#: attention biases and sinks, expert biases and clamped SwiGLU are left out (0.04 % of its
+#: parameters) and its YaRN rotary is plain rotary (no cost difference).
+PRESETS: dict[str, ModelArch] = {
+    # huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json (Jiang et al. 2024)
+    "mixtral-8x7b": _preset(
+        family="llama", name="mixtral-8x7b", num_layers=32, hidden_size=4096,
+        num_attention_heads=32, num_kv_heads=8, ffn_hidden_size=14336, vocab_size=32000,
+        moe={"num_experts": 8, "experts_per_token": 2, "moe_ffn_hidden_size": 14336},
+    ),
+    # huggingface.co/mistralai/Mixtral-8x22B-v0.1/blob/main/config.json
+    "mixtral-8x22b": _preset(
+        family="llama", name="mixtral-8x22b", num_layers=56, hidden_size=6144,
+        num_attention_heads=48, num_kv_heads=8, ffn_hidden_size=16384, vocab_size=32000,
+        moe={"num_experts": 8, "experts_per_token": 2, "moe_ffn_hidden_size": 16384},
+    ),
+    # huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json (Qwen3 technical report, 2025)
+    "qwen3-30b-a3b": _preset(
+        family="llama", name="qwen3-30b-a3b", num_layers=48, hidden_size=2048,
+        num_attention_heads=32, num_kv_heads=4, head_dim=128, ffn_hidden_size=6144,
+        vocab_size=151936,
+        moe={"num_experts": 128, "experts_per_token": 8, "moe_ffn_hidden_size": 768},
+    ),
+    # huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json
+    "qwen3-235b-a22b": _preset(
+        family="llama", name="qwen3-235b-a22b", num_layers=94, hidden_size=4096,
+        num_attention_heads=64, num_kv_heads=4, head_dim=128, ffn_hidden_size=12288,
+        vocab_size=151936,
+        moe={"num_experts": 128, "experts_per_token": 8, "moe_ffn_hidden_size": 1536},
+    ),
+    # huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json (DeepSeek-V3 report §2,
+    # §4.2): 3 dense layers, then 58 MoE layers of 1 shared + 256 routed experts, top-8,
+    # sigmoid gating with the auxiliary-loss-free bias.
+    "deepseek-v3": _preset(
+        family="llama", name="deepseek-v3", num_layers=61, hidden_size=7168,
+        num_attention_heads=128, ffn_hidden_size=18432, vocab_size=129280,
+        mla={"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+             "qk_rope_head_dim": 64, "v_head_dim": 128},
+        moe={"num_experts": 256, "experts_per_token": 8, "moe_ffn_hidden_size": 2048,
+             "num_shared_experts": 1, "first_dense_layers": 3, "router": "sigmoid",
+             "aux_loss_free": True},
+    ),
+    # huggingface.co/openai/gpt-oss-120b/blob/main/config.json (gpt-oss model card, 2025):
+    # layers alternate sliding (128 tokens, even layers) and full attention.
+    "gpt-oss-120b": _preset(
+        family="llama", name="gpt-oss-120b", num_layers=36, hidden_size=2880,
+        num_attention_heads=64, num_kv_heads=8, head_dim=64, ffn_hidden_size=2880,
+        vocab_size=201088,
+        moe={"num_experts": 128, "experts_per_token": 4, "moe_ffn_hidden_size": 2880},
+        sliding_window={"window": 128, "full_every": 2},
+    ),
+}  # fmt: skip

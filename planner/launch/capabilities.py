@@ -32,6 +32,11 @@ class FrameworkCaps:
     max_vpp: int
     sequence_parallel: bool = True  # Megatron-style sequence parallel (tp > 1) can be expressed
     interleaved_m_multiple_of_pp: bool = False  # vpp > 1 needs num_microbatches % pp == 0
+    # Context and expert parallelism (docs/moe.md): the K/V exchanges cp can use, whether
+    # ep > 1 and etp > 1 can be expressed. Empty / False: only 1.
+    cp_comm: frozenset[str] = frozenset()
+    expert_parallel: bool = False
+    expert_tensor_parallel: bool = False
 
 
 CAPABILITIES: dict[str, FrameworkCaps] = {
@@ -44,6 +49,10 @@ CAPABILITIES: dict[str, FrameworkCaps] = {
         per_layer_recompute=True,
         stage_split="any",
         max_vpp=64,
+        # profiler/runner/context.py: a ring of batch_isend_irecv; profiler/runner/expert.py:
+        # whole experts per rank (no tensor parallel inside an expert)
+        cp_comm=frozenset({"p2p"}),
+        expert_parallel=True,
     ),
     "megatron": FrameworkCaps(
         name="megatron",
@@ -57,6 +66,11 @@ CAPABILITIES: dict[str, FrameworkCaps] = {
         # forward_backward_pipelining_with_interleaving (megatron/core/pipeline_parallel/
         # schedules.py): micro-batch groups of pp, a remainder below pp is refused
         interleaved_m_multiple_of_pp=True,
+        # --cp-comm-type (Transformer Engine's p2p ring or all_gather), --expert-model-parallel-
+        # size, --expert-tensor-parallel-size (megatron/training/arguments.py)
+        cp_comm=frozenset({"p2p", "all_gather"}),
+        expert_parallel=True,
+        expert_tensor_parallel=True,
     ),
     "torchtitan": FrameworkCaps(
         name="torchtitan",
@@ -67,6 +81,11 @@ CAPABILITIES: dict[str, FrameworkCaps] = {
         per_layer_recompute=False,
         stage_split="any",
         max_vpp=64,
+        # 0.3.0 ParallelismConfig: context_parallel_degree (torch's context_parallel, K/V
+        # all-gathered by its default rotate method) and expert_parallel_degree; no expert
+        # tensor parallel setting (its sparse mesh is pp x dp_replicate x efsdp x ep)
+        cp_comm=frozenset({"all_gather"}),
+        expert_parallel=True,
     ),
     "deepspeed": FrameworkCaps(
         name="deepspeed",

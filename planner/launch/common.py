@@ -23,12 +23,11 @@ class Layout:
 def layout(plan: Plan, dep: Deployment) -> Layout:
     """Nodes x GPUs per node for the plan's `num_gpus`; errors name the field and the numbers."""
     n = plan.num_gpus
-    if plan.tp * plan.pp * plan.dp != n:
-        raise SpecError(
-            "plan.num_gpus",
-            n,
-            f"tp*pp*dp = {plan.tp}*{plan.pp}*{plan.dp} = {plan.tp * plan.pp * plan.dp} differs",
-        )
+    if plan.world_size != n:
+        names, values = ("tp*pp*dp", f"{plan.tp}*{plan.pp}*{plan.dp}")
+        if plan.cp > 1:  # stored messages of cp = 1 plans keep their wording
+            names, values = names + "*cp", values + f"*{plan.cp}"
+        raise SpecError("plan.num_gpus", n, f"{names} = {values} = {plan.world_size} differs")
     if dep.hosts and dep.nodes is not None and len(dep.hosts) != dep.nodes:
         raise SpecError(
             "deployment.hosts",

@@ -48,6 +48,10 @@ class LaunchView:
     global_batch_size: int | None
     num_microbatches: int | None
     seq_length: int | None
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    cp_comm: str = "p2p"
 
     @property
     def num_stages(self) -> int:
@@ -55,7 +59,7 @@ class LaunchView:
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def num_decoders(self) -> int | None:
@@ -87,6 +91,8 @@ _SHARED_FIELDS = (
     "recompute",
     "stages",
 )
+# Plan-only degrees (docs/moe.md): a Candidate does not carry them yet, so they read as 1.
+_FOLDED_DEFAULTS = {"cp": 1, "ep": 1, "etp": 1, "cp_comm": "p2p"}
 
 
 def view(
@@ -98,6 +104,7 @@ def view(
 ) -> LaunchView:
     """A LaunchView of a Plan, or of a Candidate plus what the search knows about the model."""
     shared = {name: getattr(source, name) for name in _SHARED_FIELDS}
+    shared.update({name: getattr(source, name, d) for name, d in _FOLDED_DEFAULTS.items()})
     if isinstance(source, Plan):
         return LaunchView(
             **shared,

@@ -106,5 +106,13 @@ def _header(plan: Plan, framework: Framework) -> str:
         f"framework {framework}\n"
         f"# tp={plan.tp} pp={plan.pp} dp={plan.dp} vpp={plan.vpp} schedule={plan.schedule} "
         f"mbs={plan.micro_batch_size} m={plan.num_microbatches} "
-        f"global_batch={plan.global_batch_size} zero={plan.zero_stage}"
+        f"global_batch={plan.global_batch_size} zero={plan.zero_stage}" + _folded(plan)
     )
+
+
+def _folded(plan: Plan) -> str:
+    """The context and expert degrees, when the plan uses them (docs/moe.md)."""
+    parts = [f"cp={plan.cp} ({plan.cp_comm})"] if plan.cp > 1 else []
+    if plan.ep > 1 or plan.etp > 1:
+        parts.append(f"ep={plan.ep} etp={plan.etp} edp={plan.edp}")
+    return (" " + " ".join(parts)) if parts else ""

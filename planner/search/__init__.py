@@ -18,22 +18,24 @@ from planner.plan import Plan, PlanResult, SearchStats
 from planner.search.diagnosis import diagnose
 from planner.search.driver import Entry, Outcome, run_search
 from planner.search.exact import Scored
-from planner.search.explain import why
+from planner.search.explain import differences, why
+from planner.search.progress import SearchProgress
 from planner.specs.base import RecomputeMode
 from planner.specs.request import Candidate, PlanRequest
 
-__all__ = ["search"]
+__all__ = ["SearchProgress", "run_search", "search"]
 
 
 def search(
     request: PlanRequest,
     *,
-    on_progress: Callable[[float], None] | None = None,
+    on_progress: Callable[[SearchProgress], None] | None = None,
     clock: Callable[[], float] | None = None,
 ) -> PlanResult:
     """The best plan for `request`, up to `search.top_k` alternatives and search statistics.
 
-    `on_progress(fraction)` is called as configurations are done. `clock` (e.g.
+    `on_progress(SearchProgress)` is called as configurations are settled (at most every
+    tuning.progress_every_s of the search's clock, and once at the end). `clock` (e.g.
     `time.monotonic`) makes the time limit cover the whole search; without it only CP-SAT's
     own solve time is charged (the planning core reads no clock).
     Raises InfeasibleError (with a diagnosis) when no configuration fits, SpecError for an
@@ -44,7 +46,7 @@ def search(
         diagnosis = diagnose(request, out)
         raise InfeasibleError(f"infeasible: {diagnosis['message']}", diagnosis)
     entry, best = out.best
-    plan = _plan(request, out, entry, best, with_why=True)
+    plan = _plan(request, out, entry, best, why=why(request, out, entry, best))
     ranked = sorted(
         (v for k, v in out.families.items() if k != entry.config.family),
         key=lambda es: (
@@ -53,7 +55,10 @@ def search(
             else (es[1].score.step_time_s, 0.0)
         ),
     )[: request.search.top_k]
-    alternatives = tuple(_plan(request, out, e, sc, with_why=False) for e, sc in ranked)
+    alternatives = tuple(
+        _plan(request, out, e, sc, why=(differences(entry.config, best, e.config, sc),))
+        for e, sc in ranked
+    )
     verdicts = Counter(e.verdict for e in out.entries)
     stats = SearchStats(
         mode=request.search.mode,
@@ -68,6 +73,11 @@ def search(
         solver_calls=out.solver_calls,
         wall_time_s=out.elapsed_s,
         time_limit_s=request.search.time_limit_s,
+        lower_bound_s=out.lower_bound_s,
+        gap=out.gap,
+        gap_tolerance=request.search.gap_tolerance,
+        alternatives_requested=request.search.top_k,
+        alternatives_note=out.alternatives_note,
         details={
             "configurations_solved": verdicts["solved"],
             "pruned_by_memory_floor": verdicts["memory"],
@@ -80,12 +90,16 @@ def search(
             "path_cuts": out.cuts,
             "best_found_at_s": round(out.best_found_at_s, 3),
             "clock": "caller" if clock is not None else "cp-sat solve time",
+            "stopped_at_gap_tolerance": out.stopped_at_gap,
+            **({"lower_bound_bubble": out.bubble_bound} if out.bubble_bound is not None else {}),
         },
     )
     return PlanResult(plan=plan, alternatives=alternatives, search=stats)
 
 
-def _plan(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, with_why: bool) -> Plan:
+def _plan(
+    request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, why: tuple[str, ...]
+) -> Plan:
     cfg = entry.config
     modes = Counter(sc.partition.modes)
     top: RecomputeMode = modes.most_common(1)[0][0]
@@ -102,5 +116,4 @@ def _plan(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, with_
         stages=sc.partition.stage_specs(),
     )
     prediction = evaluate(request, candidate, source=out.source)
-    reasons = why(request, out, entry, sc) if with_why else ()
-    return Plan.build(request, candidate, prediction, why=reasons)
+    return Plan.build(request, candidate, prediction, why=why)

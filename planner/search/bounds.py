@@ -30,8 +30,13 @@ from functools import cached_property, lru_cache
 from typing import overload
 
 from planner.cost import MODE_INDEX, PartitionInputs
+from planner.memo import PerObject
 from planner.schedules import rank_stages
 from planner.search.paths import PathCut
+
+# _water_fill starts from the envelope's counts (a binary search per rank) only where ranks
+# take at least this many steps on average; below it the searches cost what they save.
+WARM_START_STEPS = 8
 
 
 def memory_floor_bytes(inputs: PartitionInputs) -> float:
@@ -205,8 +210,19 @@ class _Whole:
         return self.curves()
 
 
-@lru_cache(maxsize=64)
+_WHOLE: PerObject[dict[bool, _Whole | None]] = PerObject()  # inputs -> per_stage -> _Whole
+
+
 def _whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
+    """The whole-layer floors' levels of `inputs`, once per live PartitionInputs and
+    `per_stage` (planner.memo: keyed by identity, not by hashing its tuples)."""
+    known = _WHOLE.get(inputs, dict)
+    if per_stage not in known:
+        known[per_stage] = _build_whole_layers(inputs, per_stage=per_stage)
+    return known[per_stage]
+
+
+def _build_whole_layers(inputs: PartitionInputs, *, per_stage: bool) -> _Whole | None:
     n_layers, pp, n_st = inputs.num_layers, inputs.pp, inputs.num_stages
     if n_layers < 3:
         return None
@@ -442,10 +458,10 @@ def _water_fill(
     (level <= T) is among the `total` smallest, so each rank starts at its count of them
     (binary search on its levels) and the heap takes the rest. The result is the same: it
     is max(the total-th smallest step, the largest levels[r][0]), whichever steps of equal
-    value are taken. Used where ranks take 8 steps or more on average (39.1B's group
-    floors: 0.50 -> 0.39 s; with fewer, the binary searches cost what they save)."""
+    value are taken. Used where ranks take WARM_START_STEPS steps or more on average (with
+    fewer, the binary searches cost what they save)."""
     x = [0] * len(levels)
-    if envelope is not None and envelope[1] > 0 and total >= 8 * len(levels):
+    if envelope is not None and envelope[1] > 0 and total >= WARM_START_STEPS * len(levels):
         x = _warm_start(levels, total, *envelope)
     heap = [(lv[x[r] + 1], r) for r, lv in enumerate(levels) if x[r] + 1 < len(lv)]
     heapq.heapify(heap)  # ties go to the lowest rank, as a scan in rank order would

@@ -18,11 +18,10 @@ from typing import Any
 
 from planner.launch.capabilities import CAPABILITIES
 from planner.search.driver import Entry, MemoryGroup, Outcome, memory_rep
-from planner.search.exhaustive import _main_run, _split_ok
 from planner.search.hints import hint_partitions, min_memory
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
-from planner.search.space import Config, stage_split
+from planner.search.space import Config, main_run, split_ok, stage_split
 from planner.specs.request import PlanRequest
 
 GIB = 1024**3
@@ -88,7 +87,7 @@ def _may_split(out: Outcome, cfg: Config, split: StageSplit) -> bool:
 
 def _decoder_count(out: Outcome) -> int | None:
     for e in out.entries:
-        return len(_main_run(e.inputs))
+        return len(main_run(e.inputs))
     return None
 
 
@@ -97,7 +96,7 @@ def split_exists(entry: Entry, split: StageSplit) -> bool:
     longest run of identical layers, divide evenly over the stages)."""
     if split != "uniform":
         return True  # "first_last": middle stages of one layer each, the rest at the ends
-    return len(_main_run(entry.inputs)) % entry.inputs.num_stages == 0
+    return len(main_run(entry.inputs)) % entry.inputs.num_stages == 0
 
 
 def least_peak(entry: Entry, split: StageSplit) -> float | None:
@@ -107,7 +106,7 @@ def least_peak(entry: Entry, split: StageSplit) -> float | None:
     least = min_memory(inputs, entry.config.modes)
     candidates = [least.bounds]
     if split == "uniform":
-        main, s = _main_run(inputs), inputs.num_stages
+        main, s = main_run(inputs), inputs.num_stages
         k = len(main) // s
         candidates = [(0, *(main.start + i * k for i in range(1, s)), inputs.num_layers)]
     elif split != "any":  # first_last: the hints, and middle stages of about n / s layers
@@ -118,11 +117,11 @@ def least_peak(entry: Entry, split: StageSplit) -> float | None:
             k = max(1, min(n // s, (n - 2) // (s - 2)))
             first = (n - k * (s - 2)) // 2
             candidates.append((0, *(first + i * k for i in range(s - 1)), n))
-    main = _main_run(inputs)
+    main = main_run(inputs)
     peaks = [
         score(inputs, Partition(b, least.modes)).peak_memory_bytes
         for b in dict.fromkeys(candidates)
-        if _split_ok(b, split, main)
+        if split_ok(b, split, main)
     ]
     return min(peaks) if peaks else None
 

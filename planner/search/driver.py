@@ -9,7 +9,12 @@ in a first pass); one whose floor reaches the incumbent's simulated step time is
 Each visited configuration runs the exact loop of planner.search.exact with the incumbent as its
 bound (so CP-SAT proves quickly that most cannot beat it), seeded with heuristic partitions.
 Objective `bubble`: the partition of each configuration is its time-optimal one; configurations
-are ranked by (bubble fraction, step time), so none is pruned by time.
+are ranked by (bubble fraction, step time), so only a proven time-optimal partition may be the
+incumbent, and none is pruned by time until the incumbent's bubble is 0 (time_bound_s).
+
+Every result carries a proven lower bound and gap (`_close`: the floors of the configurations
+not settled) and, with search.top_k, the alternatives (`_alternatives`); docs/search.md, "Gap
+and status". The tuned shares come from `tuning` (planner.search.tuning).
 
 Time. The planning core reads no clock. Without a `clock`, the budget is charged with the
 solvers' own wall time of each solve (CP-SAT's; what we hand them as their time limit
@@ -21,6 +26,7 @@ it keeps scoring heuristic partitions (no CP-SAT) until one fits.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,17 +35,22 @@ from planner.cost.partition import SPLIT_BACKWARD
 from planner.cost.source import CostSource
 from planner.errors import SpecError
 from planner.search.bounds import (
+    chain_s,
+    cut_floor_s,
     group_memory_floor_bytes,
     group_time_floor_s,
     least_inflight,
     memory_floor_bytes,
     time_floor_s,
+    work_s,
 )
 from planner.search.domains import Domains
 from planner.search.exact import (
     REL_TOL,
     ConfigResult,
+    Known,
     Scored,
+    SolveLimits,
     improve_config,
     solve_config,
 )
@@ -48,16 +59,10 @@ from planner.search.hints import hint_partitions, quick_partition
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
-from planner.search.space import Config, enumerate_configs, stage_split
+from planner.search.progress import SearchProgress
+from planner.search.space import Config, Family, enumerate_configs, main_run, split_ok, stage_split
+from planner.search.tuning import TUNING, SearchTuning
 from planner.specs.request import PlanRequest
-
-SWEEP_SHARE = 0.3  # of the time limit, at most, for the heuristic sweep over configurations
-CONFIG_SHARE = 0.05  # of the time limit, at most, for one configuration in the first pass
-CONFIG_MIN_S = 0.5  # ... but never less than this
-INCUMBENT_CAP = 3  # x that for the configuration of the incumbent (its proof is needed anyway)
-IMPROVE_SHARE = 0.25  # of the time left, at most, for the improve pass (heuristics only)
-RESERVE_SHARE = 0.1  # of the time limit kept for the work under way when it is reached ...
-RESERVE_S = 0.1  # ... but at most this
 
 
 @dataclass
@@ -74,6 +79,12 @@ class Entry:
     known_domains: Domains | None = None  # ... and the count domains it proved
     probed: bool = False  # ... after probing them to the end
     descended: bool = False  # the improve pass ran its hill climb to the end
+    proof_floor_s: float = 0.0  # the path-cut floor an unfinished solve proved (bounds.cut_floor_s)
+
+    @property
+    def floor_s(self) -> float:
+        """The best proven lower bound of this configuration's step time."""
+        return max(self.time_floor_s, self.proof_floor_s)
 
 
 @dataclass
@@ -125,9 +136,21 @@ class Outcome:
     now: Callable[[], float] = lambda: 0.0
     group_time_pruned: int = 0  # configurations pruned with their group's time floor
     source: CostSource | None = None
-    families: dict[tuple[int, int, int, int, str], tuple[Entry, Scored]] = field(
+    families: dict[Family, tuple[Entry, Scored]] = field(default_factory=dict)
+    time_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by time
+    pending: list[list[Config]] = field(default_factory=list)  # groups not swept yet
+    pending_floors: dict[int, float | None] = field(default_factory=dict)  # id(group) -> floor
+    work_kinds: dict[tuple[int, int, bool, bool], tuple[float, float]] = field(
         default_factory=dict
-    )
+    )  # (tp, mbs, sp, split backward) -> (bounds.work_s, bounds.chain_s): _work_floor
+    provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
+    lower_bound_s: float | None = None
+    gap: float | None = None
+    bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
+    stopped_at_gap: bool = False  # stopped by search.gap_tolerance
+    alternatives_note: str | None = None
+    tuning: SearchTuning = TUNING  # what run_search was given; the phases read it here
+    gap_checked_at: float = -math.inf  # search clock of the last throttled gap check
 
 
 def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
@@ -136,12 +159,28 @@ def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
     return (sc.score.step_time_s, 0.0)
 
 
+def time_bound_s(request: PlanRequest, out: Outcome) -> float | None:
+    """The step time a configuration must beat to matter, None if every one matters: the
+    incumbent's (objective time), or objective bubble with an incumbent of zero bubble (no
+    plan has less, so only a faster one with zero bubble could beat it: a 0 % bubble proves
+    itself, and time breaks the tie)."""
+    best = out.best
+    if best is None or request.search.mode == "exhaustive":
+        return None
+    if request.objective == "bubble" and best[1].score.bubble_fraction > 0.0:
+        return None
+    return best[1].score.step_time_s
+
+
 def run_search(
     request: PlanRequest,
     *,
-    on_progress: Callable[[float], None] | None = None,
+    on_progress: Callable[[SearchProgress], None] | None = None,
     clock: Callable[[], float] | None = None,
+    tuning: SearchTuning = TUNING,
 ) -> Outcome:
+    """Search `request`'s space (module docstring); `tuning` shares the time limit and bounds
+    each phase (planner.search.tuning)."""
     src = resolve_costs(request)
     num_layers = len(src.layers)
     configs = enumerate_configs(request, num_layers=num_layers)
@@ -150,12 +189,14 @@ def run_search(
     # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
     prune = request.search.mode != "exhaustive"
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src, num_configs=len(configs))
+    out.tuning = tuning
     solver_s = 0.0
 
     def elapsed() -> float:
         return clock() - start if clock is not None else solver_s
 
     out.now = elapsed
+    report = _Reporter(request, out, on_progress)
 
     groups: dict[tuple[object, ...], list[Config]] = {}
     for cfg in configs:
@@ -173,29 +214,35 @@ def run_search(
         ),
     )
     # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
-    # past the moment it was begun in: new work stops RESERVE_SHARE (at most RESERVE_S)
-    # before the limit.
+    # past the moment it was begun in: new work stops tuning.reserve_share (at most
+    # tuning.reserve_s) before the limit.
     limit = request.search.time_limit_s
-    limit -= min(RESERVE_S, RESERVE_SHARE * limit)
-    pending = ordered
-    share = SWEEP_SHARE * limit
-    cap = max(CONFIG_MIN_S, CONFIG_SHARE * limit)  # per configuration in the first pass
+    limit -= min(tuning.reserve_s, tuning.reserve_share * limit)
+    out.pending = ordered
+    share = tuning.sweep_share * limit
+    cap = max(tuning.config_min_s, tuning.config_share * limit)  # one configuration, first pass
+
+    def done() -> bool:
+        """The time is up, or the proven gap is within search.gap_tolerance."""
+        report()
+        return elapsed() >= limit or _gap_reached(request, out)
+
     while True:
         first_new = len(out.entries)
-        pending = _sweep(request, out, src, pending, prune, len(ordered), on_progress, share)
+        out.pending = _sweep(request, out, src, out.pending, prune, report, share)
         if prune and request.objective == "time":
             _mark_dominated(out.entries)
         # Exact phase: the most promising configurations first (by their heuristic step time);
         # the floors still decide what is pruned, so the order only affects speed.
         fresh = out.entries[first_new:]
-        if prune and request.objective == "time":
+        if prune and request.objective == "time" and not _gap_reached(request, out):
             # Improve pass: the heuristics and hill climb of each configuration, lowest floor
             # first, before any proof: the incumbent it finds lets the floors prune most of
-            # the rest (76.1B: the winner's hill climb takes 0.08 s, but by heuristic estimate
-            # it came after 13 configurations that took 1.5 s each to not prove anything).
-            share_left = _capped(elapsed, limit, IMPROVE_SHARE * (limit - elapsed()))
+            # the rest (a winner whose hill climb is quick may come, by heuristic estimate,
+            # after many configurations whose proofs are slow and settle nothing).
+            share_left = _capped(elapsed, limit, tuning.improve_share * (limit - elapsed()))
             for entry in sorted(fresh, key=lambda e: (e.time_floor_s, e.estimate_s)):
-                if share_left() <= 0:
+                if share_left() <= 0 or _gap_reached(request, out, throttle=True):
                     break
                 _improve(request, out, entry, split, num_layers, share_left)
             # Then the incumbent's configuration: its cutting planes (they often beat the hill
@@ -220,39 +267,197 @@ def run_search(
                 if entry.result is not None and _unproven(entry):
                     _reopen(entry)
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
-        # First pass: each configuration gets at most CONFIG_SHARE of the limit, so that one
+        # First pass: each configuration gets at most config_share of the limit, so that one
         # hard proof cannot starve the rest; those cut short are solved again with all the
         # time left (and the better incumbent the first pass found).
         capped = []
-        # The configuration of the incumbent gets INCUMBENT_CAP x the share: it must be proven
-        # whatever comes, and a capped proof is redone in the second pass (529.6B's winner,
-        # pp = 21 zbv: a 1.3 s first pass, then its branching and proof again, 1.6 s; 529.6B
-        # 6.2 -> 5.2-5.4 s, the other rows unchanged).
+        # The configuration of the incumbent gets incumbent_cap x the share: it must be proven
+        # whatever comes, and a capped proof is redone in the second pass.
         for entry in fresh:
+            if _gap_reached(request, out):
+                break
             mine = out.best is not None and out.best[0] is entry
-            own = _capped(elapsed, limit, INCUMBENT_CAP * cap if mine else cap)
+            own = _capped(elapsed, limit, tuning.incumbent_cap * cap if mine else cap)
             solver_s += _visit(request, out, entry, split, num_layers, own)
+            report()
             if _unproven(entry) and elapsed() < limit:
                 capped.append(entry)  # its share ran out, not the search's time
         for entry in capped:
-            if elapsed() < limit:
+            if elapsed() < limit and not _gap_reached(request, out):
                 _reopen(entry)
                 solver_s += _visit(
                     request, out, entry, split, num_layers, lambda: limit - elapsed()
                 )
-        if not pending or elapsed() >= limit:
+                report()
+        if not out.pending or done():
             break
         # Time is left: sweep the groups the share cut off (the incumbent now prunes most of
         # them), again leaving part of what is left to their exact phase.
-        share = elapsed() + SWEEP_SHARE * (limit - elapsed()) * 2
-    out.skipped += sum(len(ms) for ms in pending)
-    # OPTIMAL only if every group was reached and every configuration settled
-    if pending or any(e.verdict == "timeout" or _unproven(e) for e in out.entries):
-        out.status = "FEASIBLE"
-    if on_progress is not None:
-        on_progress(1.0)
+        share = elapsed() + tuning.sweep_share * tuning.resweep_factor * (limit - elapsed())
+    if out.best is None and out.provisional is not None:
+        out.best = out.provisional  # objective bubble, no configuration proven in time
+    if prune:
+        budget = _capped(elapsed, request.search.time_limit_s, tuning.alternatives_share * limit)
+        _alternatives(request, out, num_layers, budget)
+    _close(request, out)
+    out.skipped += sum(len(ms) for ms in out.pending)
     out.elapsed_s = elapsed()
+    report(final=True)
     return out
+
+
+def settled(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
+    """Nothing of this configuration can beat the incumbent: solved to the end, pruned by a
+    floor (memory, time, dominance)."""
+    if entry.verdict in ("dominated", "memory", "pruned"):
+        return True
+    if entry.verdict == "solved" and not _unproven(entry):
+        return True
+    if request.search.mode != "exhaustive" and entry.memory_floor_bytes > entry.inputs.cap_bytes:
+        return True
+    bound = time_bound_s(request, out)
+    return bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
+
+
+def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[float] | None:
+    """The floors of every configuration not settled (entries, then unswept groups: their
+    schedule-independent floors, computed once per group when `sweep`); None when an
+    unswept group has no floor yet."""
+    floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
+    src = out.source if out.source is not None else resolve_costs(request)
+    for members in out.pending:
+        key = id(members)
+        if key not in out.pending_floors:
+            if not sweep:
+                return None
+            out.pending_floors[key] = _work_floor(request, src, out, members)
+        floor = out.pending_floors[key]
+        if floor is not None:
+            floors.append(floor)
+    return floors
+
+
+def _work_floor(
+    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
+) -> float | None:
+    """A time floor of every configuration of an unswept group, cheap enough for thousands:
+    bounds.time_floor_s's first two terms, the average busy time m W / pp and micro-batch 0's
+    chain, without the post term. W and the chain depend on (tp, mbs, sp) and on whether the
+    schedule splits the backward (LayerCost.split_costs), not on pp, dp or ZeRO, so one
+    PartitionInputs per such kind serves every group (kept in `out.work_kinds`). None if no
+    member is accepted by the cost model."""
+    floors = []
+    for cfg in members:
+        split = cfg.schedule in SPLIT_BACKWARD
+        key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split)
+        if key not in out.work_kinds:
+            least = least_inflight(cfg.schedule, cfg.pp, cfg.num_microbatches)
+            try:
+                rin = partition_inputs(request, cfg.candidate(), source=src, given_inflight=least)
+            except SpecError:
+                continue  # this member only: another of the same kind may still be accepted
+            out.work_kinds[key] = (work_s(rin), chain_s(rin))
+        work, chain = out.work_kinds[key]
+        floors.append(max(cfg.num_microbatches * work / cfg.pp, chain))
+    return min(floors) if floors else None
+
+
+def _bounds(
+    request: PlanRequest, out: Outcome, *, sweep: bool
+) -> tuple[float | None, float | None, float | None]:
+    """(lower bound of the step time, gap, bubble bound) now (docs/search.md, Gap and status);
+    Nones where not known yet."""
+    best = out.best
+    floors = _open_floors(request, out, sweep=sweep)
+    if best is None or floors is None:
+        return None, None, None
+    incumbent = best[1].score.step_time_s
+    low = min([incumbent, *floors])
+    if request.objective == "bubble":
+        bubble = best[1].score.bubble_fraction
+        # no bubble floor is known for an open configuration: it may have none
+        bound_bubble = 0.0 if floors else bubble
+        if bubble > bound_bubble:
+            return low, bubble - bound_bubble, bound_bubble
+        return low, incumbent / low - 1.0 if low > 0 else math.inf, bound_bubble
+    return low, (incumbent / low - 1.0 if low > 0 else math.inf), None
+
+
+def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) -> bool:
+    """A positive search.gap_tolerance is met (the proof itself ends the search at 0).
+    `throttle`: where it is asked per group or per configuration of a cheap pass, the bound
+    (a scan of every entry) is computed at most every tuning.progress_every_s."""
+    tol = request.search.gap_tolerance
+    if tol <= 0 or out.best is None:
+        return False
+    if throttle:
+        now = out.now()
+        if now - out.gap_checked_at < out.tuning.progress_every_s:
+            return False
+        out.gap_checked_at = now
+    gap = _bounds(request, out, sweep=True)[1]
+    if gap is not None and gap <= tol:
+        out.stopped_at_gap = True
+        return True
+    return False
+
+
+def _close(request: PlanRequest, out: Outcome) -> None:
+    """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
+    low, gap, bubble = _bounds(request, out, sweep=True)
+    out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
+    # OPTIMAL only if every group was reached and every configuration settled
+    if out.pending or any(not settled(request, out, e) for e in out.entries):
+        out.status = "FEASIBLE"
+    if out.best is not None and out.status == "OPTIMAL":
+        out.lower_bound_s, out.gap = out.best[1].score.step_time_s, 0.0
+    out.stopped_at_gap = out.stopped_at_gap and out.status == "FEASIBLE"
+
+
+class _Reporter:
+    """Calls on_progress with a SearchProgress, at most every tuning.progress_every_s of the
+    search's clock (and always at the end)."""
+
+    def __init__(
+        self,
+        request: PlanRequest,
+        out: Outcome,
+        on_progress: Callable[[SearchProgress], None] | None,
+    ) -> None:
+        self.request, self.out, self.on_progress = request, out, on_progress
+        self.last = -math.inf
+
+    def __call__(self, *, final: bool = False) -> None:
+        out = self.out
+        if self.on_progress is None:
+            return
+        now = out.now()
+        if not final and now - self.last < out.tuning.progress_every_s:
+            return
+        self.last = now
+        if final:
+            low, gap = out.lower_bound_s, out.gap
+        else:
+            low, gap, _ = _bounds(self.request, out, sweep=False)
+        settled_now = (
+            out.num_configs
+            - sum(len(ms) for ms in out.pending)
+            - sum(not settled(self.request, out, e) for e in out.entries)
+        )
+        if final:
+            settled_now = out.num_configs if out.status == "OPTIMAL" else settled_now
+        total = max(1, out.num_configs)
+        self.on_progress(
+            SearchProgress(
+                fraction=1.0 if final else min(1.0, max(0, settled_now) / total),
+                settled=max(0, settled_now),
+                total=out.num_configs,
+                incumbent_s=out.best[1].score.step_time_s if out.best is not None else None,
+                lower_bound_s=low,
+                gap=gap,
+                elapsed_s=now,
+            )
+        )
 
 
 def _sweep(
@@ -261,23 +466,21 @@ def _sweep(
     src: CostSource,
     groups: list[list[Config]],
     prune: bool,
-    total: int,
-    on_progress: Callable[[float], None] | None,
+    report: Callable[[], None],
     share_s: float,
 ) -> list[list[Config]]:
     """Floors per group, then PartitionInputs, floors and a heuristic per configuration of each
     surviving group, until `share_s` of elapsed time (once an incumbent exists). Returns the
     groups not reached."""
     for done, members in enumerate(groups):
-        if on_progress is not None:
-            on_progress((total - len(groups) + done) / max(1, total))
+        out.pending = groups[done:]
+        report()
         if out.best is not None and out.now() >= share_s:
             return groups[done:]
-        enough = (
-            out.best[1].score.step_time_s * (1 - REL_TOL)
-            if prune and request.objective == "time" and out.best is not None
-            else None
-        )
+        if _gap_reached(request, out, throttle=True):
+            return groups[done:]
+        bound = time_bound_s(request, out)
+        enough = bound * (1 - REL_TOL) if bound is not None else None
         floors = _group_floors(request, src, members, enough, memory_only=prune)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
@@ -285,14 +488,10 @@ def _sweep(
             out.memory_groups.append(MemoryGroup(members, *floors, cheap=True))
             continue
         group_floor = floors[1] if floors is not None else 0.0
-        best = out.best
-        if (
-            prune
-            and request.objective == "time"
-            and best is not None
-            and group_floor >= best[1].score.step_time_s * (1 - REL_TOL)
-        ):
+        if enough is not None and group_floor >= enough:
             out.group_time_pruned += len(members)
+            if floors is not None:  # kept for the alternatives (_alternatives)
+                out.time_groups.append(MemoryGroup(members, *floors))
             continue
         entries: list[Entry] = []
         for i, cfg in enumerate(members):
@@ -342,16 +541,12 @@ def _visit(
         entry.verdict = "memory"
         return 0.0
     best = out.best
-    if (
-        not exhaustive
-        and request.objective == "time"
-        and best is not None
-        and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
-    ):
+    bound = time_bound_s(request, out)
+    if bound is not None and entry.floor_s >= bound * (1 - REL_TOL):
         entry.verdict = "pruned"
         return 0.0
     left = time_left()
-    if left <= 0 and best is not None:
+    if left <= 0 and (best is not None or out.provisional is not None):
         entry.verdict = "timeout"
         return 0.0
     if left <= 0:  # never return nothing: the heuristics (scored by the improve pass, if run)
@@ -362,31 +557,36 @@ def _visit(
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split)
     else:
-        bound = best[1].score.step_time_s if best and request.objective == "time" else None
+        known = Known(
+            paths=entry.known_paths,
+            scored_hints=entry.seeds,
+            descended=entry.descended,
+            domains=entry.known_domains,
+            probed=entry.probed,
+        )
+        limits = SolveLimits(left, time_left, request.search.workers, request.search.seed)
         res = solve_config(
             inputs,
             modes=cfg.modes,
             split=split,
             bound_s=bound,
             hints=() if entry.seeds else _split_hints(entry, n, split),
-            scored_hints=entry.seeds,
-            descend=not entry.descended,
-            time_limit_s=left,
-            workers=request.search.workers,
-            seed=request.search.seed,
-            time_left=time_left,
-            known_paths=entry.known_paths,
-            known_domains=entry.known_domains,
-            probed=entry.probed,
+            known=known,
+            limits=limits,
             prove=prove,
             polish=polish,
+            tuning=out.tuning,
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls
     out.cuts += res.cuts
+    if res.status in ("FEASIBLE", "UNKNOWN") and res.paths:
+        floor = cut_floor_s(inputs, res.paths)  # what the unfinished solve proved
+        entry.proof_floor_s = max(entry.proof_floor_s, floor or 0.0)
+    proven = res.status == "OPTIMAL"
     for sc in (res.best, *res.evaluated):
         if sc is not None and sc.score.feasible:
-            _offer(request, out, entry, sc)
+            _offer(request, out, entry, sc, proven=proven and sc is res.best)
     return res.solver_wall_s
 
 
@@ -425,6 +625,7 @@ def _improve(
             hints=_split_hints(entry, n, split),
             descend=split == "any",
             time_left=time_left,
+            tuning=out.tuning,
         )
     )
     entry.descended = time_left() > 0 or split != "any"
@@ -455,12 +656,8 @@ def _capped(elapsed: Callable[[], float], limit: float, cap: float) -> Callable[
 
 
 def _cannot_win(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
-    best = out.best
-    return (
-        request.objective == "time"
-        and best is not None
-        and entry.time_floor_s >= best[1].score.step_time_s * (1 - REL_TOL)
-    )
+    bound = time_bound_s(request, out)
+    return bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
 
 
 def _group_floors(
@@ -594,14 +791,24 @@ def _mark_dominated(entries: list[Entry]) -> None:
                     e.verdict = "dominated"
 
 
-def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None:
+def _offer(
+    request: PlanRequest, out: Outcome, entry: Entry, sc: Scored, *, proven: bool = False
+) -> None:
     """Keep `sc` if it is the best so far (overall and of its family). Partitions that break
-    the framework's stage split (heuristics and neighbours do not know it) are refused."""
+    the framework's stage split (heuristics and neighbours do not know it) are refused.
+    Objective bubble ranks each configuration by its time-optimal partition: only a
+    `proven` one (its configuration solved to OPTIMAL) may become the incumbent; the others
+    are kept as `provisional`, the plan of a search that proves none in time."""
     if not sc.score.feasible:
         return
     if not _split_ok(sc.partition.bounds, stage_split(request), entry.inputs):
         return
-    if out.best is None or _rank(request, sc) < _rank(request, out.best[1]):
+    bubble = request.objective == "bubble"
+    if bubble and not proven:
+        have = out.provisional
+        if have is None or _rank(request, sc) < _rank(request, have[1]):
+            out.provisional = (entry, sc)
+    elif out.best is None or _rank(request, sc) < _rank(request, out.best[1]):
         out.best = (entry, sc)
         out.best_found_at_s = out.now()
     fam = entry.config.family
@@ -610,7 +817,88 @@ def _offer(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> None
         out.families[fam] = (entry, sc)
 
 
-def _split_ok(bounds: tuple[int, ...], split: str, inputs: PartitionInputs) -> bool:
-    from planner.search.exhaustive import _main_run, _split_ok
+def _split_ok(bounds: tuple[int, ...], split: StageSplit, inputs: PartitionInputs) -> bool:
+    return split_ok(bounds, split, main_run(inputs))
 
-    return _split_ok(bounds, split, _main_run(inputs))  # type: ignore[arg-type]
+
+def _alternatives(
+    request: PlanRequest, out: Outcome, n: int, time_left: Callable[[], float]
+) -> None:
+    """Fill `out.families` up to search.top_k configurations besides the winner's.
+
+    The search itself keeps the best plan of each configuration it scored; configurations
+    that a floor pruned before any partition (whole groups, mostly) get one here: their
+    quick and hint partitions (planner.search.hints), lowest floor first. It stops once k
+    others are known and the next floor is no lower than the k-th one's step time (no
+    configuration left could rank above it), at tuning.alternative_tries per alternative,
+    or when `time_left` is spent; `out.alternatives_note` says why when fewer than k came."""
+    k = request.search.top_k
+    if k == 0 or out.best is None:
+        return
+    win = out.best[0].config.family
+    src = out.source if out.source is not None else resolve_costs(request)
+    todo: list[tuple[float, Entry | Config, MemoryGroup | None]] = [
+        (e.floor_s, e, None)
+        for e in out.entries
+        if e.config.family not in out.families
+        and e.verdict != "memory"
+        and e.memory_floor_bytes <= e.inputs.cap_bytes
+    ]
+    todo += [(g.time_floor_s, c, g) for g in out.time_groups for c in g.members]
+    todo.sort(key=lambda t: t[0])
+    tries, why = 0, None
+    for floor, item, group in todo:
+        fam = item.config.family if isinstance(item, Entry) else item.family
+        others = sorted(_rank(request, sc)[0] for f, (_, sc) in out.families.items() if f != win)
+        if len(others) >= k and (request.objective == "bubble" or floor >= others[k - 1]):
+            return
+        if fam in out.families or fam == win:
+            continue
+        if time_left() <= 0 or tries >= out.tuning.alternative_tries * k:
+            why = "time" if time_left() <= 0 else "tries"
+            break
+        tries += 1
+        entry = item if isinstance(item, Entry) else _entry_of(request, src, item, group)
+        if entry is None:
+            continue
+        quick = quick_partition(entry.inputs, entry.config.modes)
+        for part in (quick,) if fam in out.families else (quick, *_hints(entry, n)):
+            sc = Scored(part, score(entry.inputs, part))
+            ok = sc.score.feasible and _split_ok(part.bounds, stage_split(request), entry.inputs)
+            have = out.families.get(fam)
+            if ok and (have is None or _rank(request, sc) < _rank(request, have[1])):
+                out.families[fam] = (entry, sc)
+            if fam in out.families:
+                break  # the hints only where the quick partition does not fit
+    found = sum(f != win for f in out.families)
+    if found >= k:
+        return
+    if why == "time":
+        out.alternatives_note = f"{found} of {k}: the time limit ended the search for more"
+    elif why == "tries" or out.pending:
+        out.alternatives_note = (
+            f"{found} of {k}: the search stopped before it scored every other configuration"
+        )
+    else:
+        who = (
+            "no other configuration"
+            if found == 0
+            else f"only {found} other configuration" + ("s" if found > 1 else "")
+        )
+        verb = "have" if found > 1 else "has"
+        out.alternatives_note = (
+            f"{found} of {k}: {who} (degrees, schedule, vpp, micro-batch size, ZeRO) "
+            f"{verb} a plan that fits"
+        )
+
+
+def _entry_of(
+    request: PlanRequest, src: CostSource, cfg: Config, group: MemoryGroup | None
+) -> Entry | None:
+    """An Entry for a configuration the sweep pruned with its group (the group's floors)."""
+    try:
+        inputs = partition_inputs(request, cfg.candidate(), source=src)
+    except SpecError:
+        return None
+    floor = group.time_floor_s if group is not None else 0.0
+    return Entry(cfg, inputs, memory_floor_bytes(inputs), floor, verdict="pruned")

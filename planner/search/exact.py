@@ -4,13 +4,13 @@ For one configuration:
 
 1. Seed the model with one path cut per pipeline rank (its busy time: every action of the
    rank in order is a path) and the critical paths of the hint partitions.
-2. Cutting planes on the LP relaxation (_lp_phase, planner.search.cutlp): round the LP's
+2. Cutting planes on the LP relaxation (lp_phase, planner.search.cutlp): round the LP's
    fractional split, simulate it and its neighbours, add their critical paths; the LP alone
    may already reach K (below) and settle the configuration. All of it inside the count
    domains that the whole-layer floors give (planner.search.domains: each rank's and
-   stage's count of blocks, no solver). Then probing (_probe_phase): each count's domain
+   stage's count of blocks, no solver). Then probing (probe_phase): each count's domain
    is cut wherever that LP proves a side holds nothing better; then branch and bound on
-   those counts with the LP at every node (_branch_phase): whole layers close most of the
+   those counts with the LP at every node (branch_phase): whole layers close most of the
    LP's remaining gap. The domains (and the hull of the nodes the branching leaves open)
    also bound CP-SAT.
 3. Solve: with an incumbent, any partition with T + P <= K (a feasibility problem: T + P is a
@@ -51,26 +51,14 @@ from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit, layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
+from planner.search.tuning import TUNING, SearchTuning
 from planner.specs.base import RecomputeMode
 
 # Proof tolerance: a partition must beat the incumbent by more than this relative margin. It
 # must exceed the model's rounding (model.HORIZON_UNITS), or partitions that tie the incumbent
 # (moves inside a non-critical rank, recompute on idle layers) are excluded one no-good at a
-# time: 158 solves for 7.5B's pp=2 zbv at 1e-10 with 2^30 units, 3 now. The exactness bench
-# compares step times at a relative 1e-9.
+# time. The exactness bench compares step times at a relative 1e-9.
 REL_TOL = 5e-10
-LP_ROUNDS = 10  # cutting-plane rounds on the LP relaxation before CP-SAT (_lp_phase)
-LP_MAX_CELLS = 20_000  # stages x layers above which the LP phase is skipped
-LP_MOVES = 24  # neighbours simulated per LP round on deep pipelines, at least
-LP_ACTION_BUDGET = 200_000  # ... or as many as keep (moves x schedule actions) below this
-BRANCH_SOLVES = 120  # LP solves, at most, in the branch phase (_branch_phase)
-BRANCH_ROUNDS = 3  # cutting-plane rounds per branch node before it branches
-BRANCH_SHARE = 0.3  # of a configuration's time left, at most, for the branch phase
-MODEL_BUILD_S = 1e-5  # seconds per path cut and stage to build the CP-SAT model (3e-6 measured, x3)
-PROBE_SOLVES = 400  # LP solves, at most, in the probing phase (_probe_phase)
-PROBE_SHARE = 0.3  # of a configuration's time left, at most, for the probing phase
-LP_SHIFT_ROUNDS = 3  # LP rounds that also simulate the rank shifts, in a polish call (_lp_phase)
-MODE_LIGHTER = 2  # layers of one stage made lighter at once by a mode move (_mode_moves)
 
 ConfigStatus = Literal["OPTIMAL", "BOUNDED", "INFEASIBLE", "FEASIBLE", "UNKNOWN"]
 
@@ -97,6 +85,28 @@ class ConfigResult:
     probed: bool = False  # ... and the probing phase ran to its fixed point on them
 
 
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What probe_phase proved: `closed` (nothing beats the bound), else the count `domains`
+    holding every better partition; `probed`: it reached its fixed point; `solves`: LP
+    solves spent."""
+
+    closed: bool
+    domains: Domains | None
+    probed: bool
+    solves: int
+
+
+@dataclass(frozen=True)
+class BranchOutcome:
+    """What branch_phase proved: `closed` (every node's LP floor reaches the bound), else the
+    `hull` of the nodes left open; `solves`: LP solves spent."""
+
+    closed: bool
+    hull: Domains | None
+    solves: int
+
+
 def horizon_s(inputs: PartitionInputs) -> float:
     """An upper bound of any path's length plus the post time: every action once, every
     boundary crossed twice per micro-batch."""
@@ -109,72 +119,32 @@ def horizon_s(inputs: PartitionInputs) -> float:
     return m * work + lags + sum(inputs.post_s) + 1e-9
 
 
-def solve_config(
-    inputs: PartitionInputs,
-    *,
-    modes: tuple[RecomputeMode, ...],
-    split: StageSplit = "any",
-    bound_s: float | None = None,
-    hints: tuple[Partition, ...] = (),
-    time_limit_s: float = 10.0,
-    workers: int = 2,
-    seed: int = 0,
-    neighbours: bool = True,
-    time_left: Callable[[], float] | None = None,
-    known_paths: tuple[PathCut, ...] = (),
-    scored_hints: tuple[Scored, ...] = (),
-    descend: bool = True,
-    prove: bool = True,
-    known_domains: Domains | None = None,
-    polish: bool = False,
-    probed: bool = False,
-) -> ConfigResult:
-    """Find the partition with the lowest simulated step time under the cap, provably.
-    `prove=False`: the LP's cutting planes and probing only, no branching and no CP-SAT
-    (status FEASIBLE unless a floor settled it): their better partitions without the cost
-    of a proof.
-    `known_paths`: path cuts of this configuration found before (an earlier, capped call's
-    `paths`), added to the seeds: every path is a valid cut for every partition.
-    `scored_hints`: hints already scored (with `descend=False`: the hill climb from them was
-    run too, see improve_config). `known_domains`: an earlier call's `domains` (valid
-    against any bound at or below the one they were proven for); `probed`: its `probed`.
-    `polish`: the hill climb's costlier moves from the best hint (_descend(polish=True)),
-    even with `descend=False`."""
-    sched = schedule_of(inputs)
-    result = ConfigResult(status="UNKNOWN", best=None)
-    seeds = seed_cuts(sched)
-    seeds += [cut for cut in dict.fromkeys(known_paths) if cut not in seeds]
-    result.paths = seeds
-    if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
-        result.status = "BOUNDED"  # the whole-layer cut floor reaches the bound: no solve
-        return result
-    hinted = [*scored_hints, *(Scored(h, score(inputs, h)) for h in hints)]
-    reference = min((sc.score.step_time_s for sc in hinted), default=None)
-    collected = set(seeds)
-    result.cuts = len(collected)
-    # The CP-SAT model is built when first needed (most configurations are settled by a
-    # floor before it), with every path cut collected so far.
-    model: PartitionModel | None = None
-    result.domains, result.probed = known_domains, probed
+class Collector:
+    """The path cuts and scored partitions of one configuration's solve.
 
-    def cp_model() -> PartitionModel:
-        nonlocal model
-        if model is None:
-            model = PartitionModel(
-                inputs, modes=modes, split=split, horizon_s=horizon_s(inputs), reference_s=reference
-            )
-            for cut in seeds:
-                model.add_path_cut(cut)
-            if result.domains is not None:
-                model.add_count_bounds(counted_run(inputs), result.domains)
-        return model
+    Every partition a phase simulates goes through `consider`: its critical path becomes a
+    cut (in `seeds`, which the LP reads, and in the CP-SAT model once it is built), a
+    partition over the cap adds the memory rows it breaks to the model, and the best feasible
+    one is kept in `result.best`. The phases share this one object instead of closures."""
 
-    def consider(part: Partition, known: Scored | None = None) -> Scored:
-        scored = known if known is not None else Scored(part, score(inputs, part))
-        sc = scored.score
-        _, cut = critical_path(sched, durations_of(sc))
-        if cut not in collected:
-            collected.add(cut)
+    def __init__(self, inputs: PartitionInputs, seeds: list[PathCut], result: ConfigResult):
+        self.inputs = inputs
+        self.sched = schedule_of(inputs)
+        self.seeds = seeds
+        self.collected = set(seeds)
+        self.result = result
+        self.model: PartitionModel | None = None
+        self.reference_s: float | None = None  # the model's time scale: the best hint's
+        result.paths = seeds
+        result.cuts = len(self.collected)
+
+    def consider(self, part: Partition, known: Scored | None = None) -> Scored:
+        """Score `part` (or take `known`, its score) and learn from it (class docstring)."""
+        scored = known if known is not None else Scored(part, score(self.inputs, part))
+        sc, result, model = scored.score, self.result, self.model
+        _, cut = critical_path(self.sched, durations_of(sc))
+        if cut not in self.collected:
+            self.collected.add(cut)
             result.cuts += 1
             if model is not None:
                 model.add_path_cut(cut)
@@ -183,94 +153,233 @@ def solve_config(
             for r, peak in enumerate(sc.rank_peaks):
                 if peak.point is not None and sc.rank_memory_bytes[r] > sc.cap_bytes:
                     model.add_memory_row(r, peak.point)
-        seeds.append(cut)
+        self.seeds.append(cut)
         result.evaluated.append(scored)
         if sc.feasible and (result.best is None or sc.step_time_s < result.best.score.step_time_s):
             result.best = scored
         return scored
 
-    for known in hinted:
-        consider(known.partition, known)
-    if (descend or polish) and split == "any" and result.best is not None:
-        for better in _descend(inputs, result.best, modes, time_left=time_left, polish=polish):
-            consider(better.partition, better)
+    def cp_model(self, modes: tuple[RecomputeMode, ...], split: StageSplit) -> PartitionModel:
+        """The CP-SAT model, built on first use (most configurations are settled by a floor
+        before it) with every path cut collected so far and the count domains proven."""
+        if self.model is None:
+            inputs, result = self.inputs, self.result
+            model = PartitionModel(
+                inputs,
+                modes=modes,
+                split=split,
+                horizon_s=horizon_s(inputs),
+                reference_s=self.reference_s,
+            )
+            for cut in self.seeds:
+                model.add_path_cut(cut)
+            if result.domains is not None:
+                model.add_count_bounds(counted_run(inputs), result.domains)
+            self.model = model
+        return self.model
+
+
+@dataclass(frozen=True)
+class SolveLimits:
+    """How far one solve_config call may go: CP-SAT's `time_limit_s` (charged with its own
+    wall time) and, if given, `time_left` (the driver's clock); `workers` and `seed` are
+    CP-SAT's."""
+
+    time_limit_s: float = 10.0
+    time_left: Callable[[], float] | None = None
+    workers: int = 2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Known:
+    """What earlier work on this configuration learned (all valid for any later, lower
+    bound): `paths`, the path cuts of an earlier, capped call; `scored_hints`, hints already
+    scored (with `descended`: the hill climb from them was run too, see improve_config);
+    `domains`, an earlier call's count domains, and `probed`, whether probing reached its
+    fixed point on them."""
+
+    paths: tuple[PathCut, ...] = ()
+    scored_hints: tuple[Scored, ...] = ()
+    descended: bool = False
+    domains: Domains | None = None
+    probed: bool = False
+
+
+def solve_config(
+    inputs: PartitionInputs,
+    *,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit = "any",
+    bound_s: float | None = None,
+    hints: tuple[Partition, ...] = (),
+    known: Known = Known(),
+    limits: SolveLimits = SolveLimits(),
+    prove: bool = True,
+    polish: bool = False,
+    neighbours: bool = True,
+    tuning: SearchTuning = TUNING,
+) -> ConfigResult:
+    """Find the partition with the lowest simulated step time under the cap, provably
+    (module docstring): the phases in order, each settling it or handing on what it learned
+    (heuristic_phase, floor_phase, lp_phase, probe_phase, branch_phase, cpsat_phase).
+    `prove=False`: the LP's cutting planes and probing only, no branching and no CP-SAT
+    (status FEASIBLE unless a floor settled it): their better partitions without the cost
+    of a proof. `polish`: the hill climb's costlier moves from the best hint
+    (_descend(polish=True)), even when `known.descended`. `neighbours`: see cpsat_phase."""
+    result = ConfigResult(status="UNKNOWN", best=None)
+    seeds = seed_cuts(schedule_of(inputs))
+    seeds += [cut for cut in dict.fromkeys(known.paths) if cut not in seeds]
+    if bound_s is not None and _cut_settles(inputs, seeds, bound_s):
+        result.paths, result.status = seeds, "BOUNDED"  # the whole-layer cut floor: no solve
+        return result
+    col = Collector(inputs, seeds, result)
+    result.domains, result.probed = known.domains, known.probed
+    hinted = (*known.scored_hints, *(Scored(h, score(inputs, h)) for h in hints))
+    col.reference_s = min((sc.score.step_time_s for sc in hinted), default=None)
+    heuristic_phase(
+        col,
+        modes,
+        split,
+        hinted,
+        descend=not known.descended,
+        polish=polish,
+        time_left=limits.time_left,
+        tuning=tuning,
+    )
     limit = _bound(bound_s, result.best)
-    if limit is not None and _cut_settles(inputs, seeds, limit):
+    if limit is not None and floor_phase(col, limit):
         result.status = _settled(result, bound_s)
         return result
-    if limit is not None:  # the whole-layer floors' domains: the phases below start inside
-        result.domains = intersect(
-            result.domains, whole_layer_domains(inputs, limit * (1 - REL_TOL))
-        )
-        if is_empty(result.domains):
-            result.status = _settled(result, bound_s)
-            return result
     # The LP floor (with its cutting planes, then probing and branching on block counts) may
     # settle it without CP-SAT. Its cutting planes simulate partitions that may break a
     # framework's stage split, so under one only the LP floor runs. A second call with
-    # `known_paths` (a capped first pass) has had its LP rounds (their cuts are among the
+    # `known.paths` (a capped first pass) has had its LP rounds (their cuts are among the
     # known paths). No integer program runs between the LP and CP-SAT: inside the domains and
     # the branching's hull, CP-SAT settles what one would, faster.
-    rounds = LP_ROUNDS if split == "any" and not known_paths else 0
-    lp = CutLP(inputs, modes) if inputs.num_stages * inputs.num_layers <= LP_MAX_CELLS else None
-
-    def lp_settles() -> bool:
-        limit = lambda: _bound(bound_s, result.best)  # noqa: E731
-        if lp is None or _lp_phase(
-            lp,
-            seeds,
-            limit,
-            consider,
-            time_left,
-            rounds,
-            domains=result.domains,
-            shift_rounds=LP_SHIFT_ROUNDS if polish else 0,
-        ):
-            return lp is not None
-        if split != "any":
-            return False
-        # probed to its fixed point once per configuration: a later call (after the driver's
-        # visit without proof or a capped first pass) starts from those domains and goes on to
-        # the branching (310.1B 9.8-11.0 -> 8.4-9.5 s, 1008B 7.7-8.0 -> 6.0-7.4 s; re-probing
-        # at the same bound mostly repeated the same LP solves). Probing cut short by its
-        # time share is resumed: at a 60 GiB cap, 310.1B's pp = 20 zbv was probed for 0.41 s
-        # of a capped first pass, then CP-SAT ran 19.8 s without a result in the second;
-        # probing to the end settles it in 0.8 s.
-        closed = False
-        if not result.probed:
-            closed, result.domains = _probe_phase(lp, limit, time_left, result, result.domains)
-        if closed:
-            return True
-        if not prove:  # branching is a proof device: left to the call that proves (the
-            return False  # driver's first pass, right after: 1008B 1.71 -> 1.50 s)
-        closed, hull = _branch_phase(
-            lp, seeds, limit, consider, time_left, result, root=result.domains
-        )
-        if not closed and hull is not None:
-            result.domains = intersect(result.domains, hull)
-        return closed
-
-    if limit is not None and lp_settles():
-        result.status = _settled(result, bound_s)
-        return result
+    cells = inputs.num_stages * inputs.num_layers
+    if limit is not None and cells <= tuning.lp_max_cells:
+        rounds = tuning.lp_rounds if split == "any" and not known.paths else 0
+        if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning):
+            result.status = _settled(result, bound_s)
+            return result
     if not prove:  # the cheap phases only (the driver's visit of the improve pass's incumbent)
         result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
         return result
-    budget = time_limit_s
+    result.status = cpsat_phase(
+        col, modes, split, bound_s, limits, neighbours=neighbours, tuning=tuning
+    )
+    return result
+
+
+def heuristic_phase(
+    col: Collector,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    hinted: tuple[Scored, ...],
+    *,
+    descend: bool,
+    polish: bool,
+    time_left: Callable[[], float] | None,
+    tuning: SearchTuning = TUNING,
+) -> None:
+    """The scored hints, then (where the stage split is free) the hill climb from the best
+    feasible one: each partition through `col.consider`."""
+    for sc in hinted:
+        col.consider(sc.partition, sc)
+    best = col.result.best
+    if (descend or polish) and split == "any" and best is not None:
+        for better in _descend(
+            col.inputs, best, modes, time_left=time_left, polish=polish, tuning=tuning
+        ):
+            col.consider(better.partition, better)
+
+
+def floor_phase(col: Collector, limit_s: float) -> bool:
+    """True if the path-cut floor (bounds.cut_floor_s) or the whole-layer count domains
+    (planner.search.domains) show that nothing beats `limit_s`; else the domains are kept in
+    `col.result.domains` for the phases after."""
+    inputs, result = col.inputs, col.result
+    if _cut_settles(inputs, col.seeds, limit_s):
+        return True
+    result.domains = intersect(result.domains, whole_layer_domains(inputs, limit_s * (1 - REL_TOL)))
+    return is_empty(result.domains)
+
+
+def _lp_settles(
+    col: Collector,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    bound_s: float | None,
+    rounds: int,
+    prove: bool,
+    polish: bool,
+    limits: SolveLimits,
+    tuning: SearchTuning,
+) -> bool:
+    """The LP phases in order (lp_phase, then probe_phase once per configuration, then,
+    when proving, branch_phase); True if one shows nothing beats the bound. The domains they
+    prove are kept in `col.result` for CP-SAT and later calls."""
+    result, time_left = col.result, limits.time_left
+    lp = CutLP(col.inputs, modes)
+
+    def limit() -> float | None:
+        return _bound(bound_s, result.best)
+
+    shifts = tuning.lp_shift_rounds if polish else 0
+    if lp_phase(
+        lp, col.seeds, limit, col.consider, time_left, rounds, result.domains, shifts, tuning
+    ):
+        return True
+    if split != "any":
+        return False
+    # Probed to its fixed point once per configuration: a later call (after the driver's
+    # visit without proof or a capped first pass) starts from those domains and goes on to
+    # the branching; probing cut short by its time share is resumed there.
+    if not result.probed:
+        probe = probe_phase(lp, limit, time_left, result.domains, tuning=tuning)
+        result.solver_calls += probe.solves
+        result.domains, result.probed = probe.domains, probe.probed
+        if probe.closed:
+            return True
+    if not prove:  # branching is a proof device: left to the call that proves
+        return False
+    branch = branch_phase(
+        lp, col.seeds, limit, col.consider, time_left, root=result.domains, tuning=tuning
+    )
+    result.solver_calls += branch.solves
+    if not branch.closed and branch.hull is not None:
+        result.domains = intersect(result.domains, branch.hull)
+    return branch.closed
+
+
+def cpsat_phase(
+    col: Collector,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    bound_s: float | None,
+    limits: SolveLimits,
+    *,
+    neighbours: bool = True,
+    tuning: SearchTuning = TUNING,
+) -> ConfigStatus:
+    """Steps 3-5 of the module docstring until CP-SAT proves or the time is out: the status.
+    `neighbours`: simulate each decoded partition's one-boundary neighbours and rank shifts
+    too (their paths are cuts the next solves would otherwise find one at a time)."""
+    inputs, result = col.inputs, col.result
+    budget = limits.time_limit_s
 
     def left() -> float:
-        return min(budget, time_left()) if time_left is not None else budget
+        return min(budget, limits.time_left()) if limits.time_left is not None else budget
 
     while True:
-        # Building the model is Python work of ~3 us per cut and stage (0.3 s with 1,000
-        # cuts on 105 stages) that no limit interrupts, and CP-SAT loads it before its own
-        # clock starts: not begun without twice a generous estimate left (529.6B at a 1 s
-        # limit ended at 1.22 s building one).
-        model_s = MODEL_BUILD_S * len(collected) * inputs.num_stages  # to build or to load
-        if left() <= (2 * model_s if model is None else 0.0):
-            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
-            return result
-        model = cp_model()
+        # Building the model is Python work per cut and stage that no limit interrupts, and
+        # CP-SAT loads it before its own clock starts: not begun without model_build_margin x
+        # a generous estimate left.
+        model_s = tuning.model_build_s * len(col.collected) * inputs.num_stages  # build or load
+        if left() <= (tuning.model_build_margin * model_s if col.model is None else 0.0):
+            return "FEASIBLE" if result.best is not None else "UNKNOWN"
+        model = col.cp_model(modes, split)
         limit = _bound(bound_s, result.best)
         if limit is not None:
             model.add_objective_bound(_units(limit, model.scale))
@@ -281,25 +390,21 @@ def solve_config(
         # CP-SAT's clock starts once it has loaded the model (about as long as building it)
         out = model.solve(
             time_limit_s=max(left() - model_s, 1e-3),
-            workers=workers,
-            seed=seed,
+            workers=limits.workers,
+            seed=limits.seed,
             feasibility=limit is not None,
         )
         result.solver_calls += 1
         result.solver_wall_s += out.wall_time_s
         budget -= out.wall_time_s
         if out.status == "INFEASIBLE":
-            result.status = _settled(result, bound_s)
-            return result
+            return _settled(result, bound_s)
         if out.partition is None:
-            result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
-            return result
-        scored = consider(out.partition)
+            return "FEASIBLE" if result.best is not None else "UNKNOWN"
+        scored = col.consider(out.partition)
         if neighbours and split == "any":  # a move could break a framework's stage split
-            # its one-boundary neighbours, and its rank shifts (one layer between chunks of
-            # one rank or of many, every rank keeping its count): CP-SAT's next partitions
-            # differ from it in how ranks split their blocks between chunks (the domains often
-            # fix every rank's count), so simulating them saves CP-SAT solves.
+            # CP-SAT's next partitions differ from it in how ranks split their blocks between
+            # chunks (the domains often fix every rank's count)
             near_by = (
                 *_neighbours(out.partition),
                 *_rank_shifts(out.partition, inputs.stage_rank, single=True),
@@ -307,7 +412,7 @@ def solve_config(
             for near in near_by:
                 if left() <= 0:
                     break
-                consider(near)
+                col.consider(near)
         limit = _bound(bound_s, result.best)
         if not scored.score.feasible or (
             limit is not None
@@ -323,6 +428,7 @@ def improve_config(
     hints: tuple[Partition, ...],
     descend: bool = True,
     time_left: Callable[[], float] | None = None,
+    tuning: SearchTuning = TUNING,
 ) -> list[Scored]:
     """The heuristic part of solve_config alone: the hints scored and (with `descend`) the
     hill climb from the best feasible one. Cheap next to a proof; run on every configuration
@@ -332,19 +438,20 @@ def improve_config(
     feasible = [sc for sc in out if sc.score.feasible]
     if descend and feasible:
         best = min(feasible, key=lambda sc: sc.score.step_time_s)
-        out += _descend(inputs, best, modes, time_left=time_left)
+        out += _descend(inputs, best, modes, time_left=time_left, tuning=tuning)
     return out
 
 
-def _lp_phase(
+def lp_phase(
     lp: CutLP,
     seeds: list[PathCut],
     limit: Callable[[], float | None],
     consider: Callable[[Partition], Scored],
     time_left: Callable[[], float] | None = None,
-    rounds: int = LP_ROUNDS,
+    rounds: int = TUNING.lp_rounds,
     domains: Domains | None = None,
     shift_rounds: int = 0,
+    tuning: SearchTuning = TUNING,
 ) -> bool:
     """Cutting planes on the LP relaxation (planner.search.cutlp): solve the LP, round its
     fractional split to a partition (modes re-picked for the cap), simulate it and its
@@ -353,15 +460,15 @@ def _lp_phase(
     stops when a round adds no new path or after `rounds` (0: the LP floor alone). The
     partitions it simulates may also improve the incumbent. Each round simulates first the
     neighbours that move the boundaries whose LP position is least clear (fraction nearest
-    one half): all of them while moves x schedule actions stays under LP_ACTION_BUDGET, at
-    least LP_MOVES. `domains`: count domains holding every better partition (the LP is
-    solved inside them). In the first `shift_rounds` rounds the rounded point's rank shifts
-    (_rank_shifts(single=True)) are simulated too: the paths of other chunk splits of the
-    same rank counts, which CP-SAT would otherwise find one solve at a time. Only for the
-    incumbent's configuration (solve_config(polish=True)), three rounds: there they are
-    needed for the proof (529.6B 3.78 -> 3.15 s, 1008B 1.51 -> 1.85 s); in all ten rounds,
-    or in every configuration's LP phase, the extra rows slowed the LP more than they helped
-    (1008B 2.1 s, 310.1B 3.9 s)."""
+    one half): all of them while moves x schedule actions stays under
+    tuning.lp_action_budget, at least tuning.lp_moves. `domains`: count domains holding
+    every better partition (the LP is solved inside them). In the first `shift_rounds`
+    rounds the rounded point's rank shifts (_rank_shifts(single=True)) are simulated too:
+    the paths of other chunk splits of the same rank counts, which CP-SAT would otherwise
+    find one solve at a time. Only for the incumbent's configuration
+    (solve_config(polish=True)), tuning.lp_shift_rounds rounds: there they serve the proof;
+    in every round, or in every configuration's LP phase, the extra rows slow the LP more
+    than they help."""
     inputs, modes = lp.inputs, lp.modes
     for cut in seeds:
         lp.add_cut(cut)
@@ -369,7 +476,7 @@ def _lp_phase(
         lp.count_run(counted_run(inputs))
         lp.set_count_bounds(domains)
     n = inputs.num_layers
-    moves = _moves(inputs)
+    moves = _moves(inputs, tuning)
     for done in range(rounds + 1):
         bound = limit()
         if bound is None or (time_left is not None and time_left() <= 0):
@@ -390,7 +497,7 @@ def _lp_phase(
             if time_left is None or time_left() > 0
         )
         if not fresh:  # stalled: the other roundings of the unclear boundaries
-            for split in _roundings(part, point.stage_layers, order[:LP_MOVES]):
+            for split in _roundings(part, point.stage_layers, order[: tuning.lp_moves]):
                 if time_left is not None and time_left() <= 0:
                     break
                 fresh += _probe(lp, seeds, consider, repaired(inputs, split, modes))[1]
@@ -399,15 +506,15 @@ def _lp_phase(
     return False
 
 
-def _branch_phase(
+def branch_phase(
     lp: CutLP,
     seeds: list[PathCut],
     limit: Callable[[], float | None],
     consider: Callable[[Partition], Scored],
     time_left: Callable[[], float] | None = None,
-    result: ConfigResult | None = None,
     root: Domains | None = None,
-) -> tuple[bool, Domains | None]:
+    tuning: SearchTuning = TUNING,
+) -> BranchOutcome:
     """Branch and bound on how many layers of the largest run (a GPT's blocks) each pipeline
     rank holds, then each stage, with the cut LP at every node. True if every node's LP floor
     reaches the bound: nothing can beat it.
@@ -422,9 +529,9 @@ def _branch_phase(
     the LP point. There each LP floor is a lower bound: with the same cut rows it reached 1.005
     - 1.046 of the incumbent in 8 solves of 3 ms. Where every rank's count is whole, the
     stage whose count is furthest from whole splits the node in two (count <= floor, >=
-    ceil). Each node first runs up to BRANCH_ROUNDS cutting-plane rounds (its rounded point
+    ceil). Each node first runs up to tuning.branch_rounds cutting-plane rounds (its rounded point
     simulated, its critical path added: valid at every node). A node whose counts are all
-    whole stays open (nothing to branch on); so do the nodes left after BRANCH_SOLVES LP
+    whole stays open (nothing to branch on); so do the nodes left after tuning.branch_solves LP
     solves or when the time is up. Returns (True, _) if every node closed, else (False, the
     hull of the open nodes): every better partition lies in an open node, so in their hull,
     which CP-SAT and later calls start from (529.6B's winner, pp = 21 zbv: the branching had
@@ -433,9 +540,9 @@ def _branch_phase(
     g = counted_run(inputs)
     total, pp, n = layer_runs(inputs)[g].count, inputs.pp, inputs.num_layers
     if pp < 2:
-        return False, root
+        return BranchOutcome(False, root, 0)
     lp.count_run(g)
-    time_left = _share(time_left, BRANCH_SHARE) if time_left is not None else None
+    time_left = _share(time_left, tuning.branch_share) if time_left is not None else None
     free = tuple((0, total) for _ in range(pp + inputs.num_stages))
     stack = [root if root is not None else free]  # root: the probing phase's domains
     solves = 0
@@ -445,18 +552,18 @@ def _branch_phase(
             node = stack.pop()
             lp.set_count_bounds(node)
             point = None
-            for _ in range(BRANCH_ROUNDS):
+            for _ in range(tuning.branch_rounds):
                 bound = limit()
                 if (
                     bound is None
-                    or solves >= BRANCH_SOLVES
+                    or solves >= tuning.branch_solves
                     or (time_left is not None and time_left() <= 0)
                 ):
-                    return False, _hull([*open_nodes, node, *stack])
+                    return BranchOutcome(False, _hull([*open_nodes, node, *stack]), solves)
                 point = lp.solve()
                 solves += 1
                 if point is None:
-                    return False, _hull([*open_nodes, node, *stack])
+                    return BranchOutcome(False, _hull([*open_nodes, node, *stack]), solves)
                 if point.reaches(bound):
                     point = None  # closed (an infeasible node too: its value is inf)
                     break
@@ -470,11 +577,11 @@ def _branch_phase(
                 open_nodes.append(node)
             else:
                 stack.extend(children)
-        return (False, _hull(open_nodes)) if open_nodes else (True, None)
+        if open_nodes:
+            return BranchOutcome(False, _hull(open_nodes), solves)
+        return BranchOutcome(True, None, solves)
     finally:
-        lp.set_count_bounds(free)
-        if result is not None:
-            result.solver_calls += solves
+        lp.set_count_bounds(free)  # the LP is shared with the phases after
 
 
 def _hull(nodes: list[Domains]) -> Domains:
@@ -485,22 +592,22 @@ def _hull(nodes: list[Domains]) -> Domains:
     )
 
 
-def _probe_phase(
+def probe_phase(
     lp: CutLP,
     limit: Callable[[], float | None],
     time_left: Callable[[], float] | None = None,
-    result: ConfigResult | None = None,
     start: Domains | None = None,
-) -> tuple[bool, Domains | None]:
+    tuning: SearchTuning = TUNING,
+) -> ProbeOutcome:
     """Probing on the counted run's layers per rank and per stage (the rows of
-    _branch_phase), with the cut LP: for each count k at the LP point's value c_k, the LP
+    branch_phase), with the cut LP: for each count k at the LP point's value c_k, the LP
     with count_k >= floor(c_k) + 1 and with count_k <= ceil(c_k) - 1; a side whose LP floor
     reaches the bound holds no better partition, so the domain of k shrinks to the other
-    side. Repeated while a domain shrinks (each shrink moves the LP point). Returns (True,
-    _) if the whole domain closes (nothing beats the bound), else (False, the domains, None
-    if none shrank); every better partition lies inside them, whatever bound at or below
-    this one is asked later. `result.probed` says whether it reached a fixed point (no
-    domain shrinks) rather than its share of the time or PROBE_SOLVES.
+    side. Repeated while a domain shrinks (each shrink moves the LP point). Returns closed
+    if the whole domain closes (nothing beats the bound), else the domains (`start` if none
+    shrank); every better partition lies inside them, whatever bound at or below this one is
+    asked later. `probed` says whether it reached a fixed point (no domain shrinks) rather
+    than its share of the time or tuning.probe_solves.
 
     Why: the branching's cover splits a node into one child per rank, and its tree grows
     with pp; probing shrinks every domain at once and keeps what it learns. 145.6B's winner
@@ -509,16 +616,15 @@ def _probe_phase(
     domains refutes a better partition in 0.01 s instead of 1.3 s."""
     inputs = lp.inputs
     if inputs.pp < 2:
-        return False, start
+        return ProbeOutcome(False, start, False, 0)
     g = counted_run(inputs)
     total = layer_runs(inputs)[g].count
     lp.count_run(g)
     free: Domains = tuple((0, total) for _ in range(inputs.pp + inputs.num_stages))
     dom = list(start if start is not None else free)
-    time_left = _share(time_left, PROBE_SHARE) if time_left is not None else None
+    time_left = _share(time_left, tuning.probe_share) if time_left is not None else None
     solves = 0
-    if result is not None:
-        result.probed = False
+    probed = False
 
     def closes(domains: list[tuple[int, int]], bound: float) -> tuple[bool, LpPoint | None]:
         nonlocal solves
@@ -530,7 +636,7 @@ def _probe_phase(
         return point.reaches(bound), point
 
     def spent() -> bool:
-        return solves >= PROBE_SOLVES or (time_left is not None and time_left() <= 0)
+        return solves >= tuning.probe_solves or (time_left is not None and time_left() <= 0)
 
     try:
         while not spent():
@@ -539,7 +645,7 @@ def _probe_phase(
                 break
             shut, point = closes(dom, bound)
             if shut:
-                return True, tuple(dom)
+                return ProbeOutcome(True, tuple(dom), False, solves)
             if point is None:
                 break
             values = (*point.rank_counts, *point.run_stage_counts)
@@ -562,17 +668,17 @@ def _probe_phase(
                 ):
                     dom[k] = (down + 1, hi)
                     shrunk = True
-                if dom[k][0] > dom[k][1]:
-                    return True, tuple(dom)  # both sides closed: nothing better anywhere
+                if dom[k][0] > dom[k][1]:  # both sides closed: nothing better anywhere
+                    return ProbeOutcome(True, tuple(dom), False, solves)
             if not shrunk:
-                if result is not None and not spent():  # (spent: the round was cut short)
-                    result.probed = True  # a fixed point: nothing more to learn at this bound
+                # a fixed point: nothing more to learn at this bound (unless the round was
+                # cut short by the budget)
+                probed = not spent()
                 break
     finally:
-        lp.set_count_bounds(free)
-        if result is not None:
-            result.solver_calls += solves
-    return False, (tuple(dom) if tuple(dom) != free else start)
+        lp.set_count_bounds(free)  # the LP is shared with the phases after
+    kept = tuple(dom) if tuple(dom) != free else start
+    return ProbeOutcome(False, kept, probed, solves)
 
 
 def _children(
@@ -582,7 +688,7 @@ def _children(
     total: int,
 ) -> list[tuple[tuple[int, int], ...]] | None:
     """A cover of `node` (per rank, then per stage, (lo, hi) of the counted run's layers)
-    that cuts off the LP point (_branch_phase); None if its counts are all whole."""
+    that cuts off the LP point (branch_phase); None if its counts are all whole."""
     pp = len(rank_counts)
 
     def narrowed(k: int, lo: int, hi: int) -> list[tuple[tuple[int, int], ...]]:
@@ -621,11 +727,11 @@ def _share(time_left: Callable[[], float], share: float) -> Callable[[], float]:
     return lambda: time_left() - stop
 
 
-def _moves(inputs: PartitionInputs) -> int:
+def _moves(inputs: PartitionInputs, tuning: SearchTuning = TUNING) -> int:
     """Neighbours to simulate per cutting-plane round: as many as keep moves x schedule
-    actions under LP_ACTION_BUDGET, at least LP_MOVES."""
+    actions under tuning.lp_action_budget, at least tuning.lp_moves."""
     actions = num_actions(schedule_of(inputs))
-    return max(LP_MOVES, LP_ACTION_BUDGET // max(1, actions))
+    return max(tuning.lp_moves, tuning.lp_action_budget // max(1, actions))
 
 
 def _roundings(
@@ -743,23 +849,24 @@ def _descend(
     inputs: PartitionInputs,
     start: Scored,
     modes: tuple[RecomputeMode, ...],
-    rounds: int = 24,
     time_left: Callable[[], float] | None = None,
     polish: bool = False,
+    tuning: SearchTuning = TUNING,
 ) -> list[Scored]:
     """Hill climbing on the stage split (a heuristic, for a better incumbent and hint: the
     optimum often splits layers unevenly inside a rank, which no balanced split finds): move
     one boundary by one layer, re-pick the recompute modes for the cap (hints.repaired), take
     the first strict improvement; where none improves, the rank shifts (_rank_shifts: one
     layer between adjacent chunks on many ranks at once); repeat. (The first improvement,
-    not the best of a round: two runs each, 310.1B 8.8-9.1 -> 7.1-7.7 s, 1008B 6.5-6.9 ->
-    5.6-6.3 s, the same plans.) Returns the partitions it moved through. `polish`: the rank
+    not the best of a round: it reaches the same plans with fewer scores.) Returns the
+    partitions it moved through. `polish`: the rank
     shifts also move one rank alone, and at the split reached, the recompute moves between a
     rank's stages (_mode_moves) climb the same way (best improvement per round); ~3x the
     scores, so only for the configuration of a new incumbent (solve_config)."""
     path: list[Scored] = []
     cur = start
     seen = {start.partition.bounds}
+    rounds = tuning.descend_rounds
     for _ in range(rounds):
         step: Scored | None = None
         for moves in (_neighbours, lambda p: _rank_shifts(p, inputs.stage_rank, single=polish)):
@@ -782,7 +889,7 @@ def _descend(
         path.append(cur)
     for _ in range(rounds if polish else 0):  # then the recompute modes at the split reached
         step = None
-        for part in _mode_moves(cur.partition, inputs.stage_rank, modes):
+        for part in _mode_moves(cur.partition, inputs.stage_rank, modes, tuning.mode_lighter):
             if time_left is not None and time_left() <= 0:
                 return path
             sc = Scored(part, score(inputs, part))
@@ -798,7 +905,10 @@ def _descend(
 
 
 def _mode_moves(
-    part: Partition, stage_rank: tuple[int, ...], modes: tuple[RecomputeMode, ...]
+    part: Partition,
+    stage_rank: tuple[int, ...],
+    modes: tuple[RecomputeMode, ...],
+    lighter_at_once: int = TUNING.mode_lighter,
 ) -> list[Partition]:
     """Partitions with the same split and one rank's recompute moved: one layer of stage A one
     mode lighter and, in a stage B of the same rank (A itself included), the first k layers
@@ -820,7 +930,7 @@ def _mode_moves(
     for on_rank in rank_stages(stage_rank):
         for a in on_rank:
             heavy = [i for i in reversed(range(b[a], b[a + 1])) if level[cur[i]] > 0]
-            heavy = heavy[:MODE_LIGHTER]
+            heavy = heavy[:lighter_at_once]
             down = list(cur)
             for lighter in heavy:
                 down[lighter] = order[level[cur[lighter]] - 1]

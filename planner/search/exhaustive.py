@@ -20,6 +20,7 @@ from planner.errors import SpecError
 from planner.search.exact import ConfigResult, Scored
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
+from planner.search.space import main_run, split_ok
 from planner.specs.base import RecomputeMode
 
 MAX_PARTITIONS = 200_000
@@ -33,26 +34,6 @@ def space_size(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> int
 
 def _splits(n: int, s: int) -> list[tuple[int, ...]]:
     return [(0, *cuts, n) for cuts in itertools.combinations(range(1, n), s - 1)]
-
-
-def _split_ok(bounds: tuple[int, ...], split: StageSplit, main: range) -> bool:
-    sizes = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
-    if split == "first_last":
-        return len(set(sizes[1:-1])) <= 1
-    if split == "uniform":
-        counts = {
-            len(range(max(bounds[i], main.start), min(bounds[i + 1], main.stop)))
-            for i in range(len(sizes))
-        }
-        return len(counts) <= 1
-    return True
-
-
-def _main_run(inputs: PartitionInputs) -> range:
-    from planner.search.model import layer_runs
-
-    run = max(layer_runs(inputs), key=lambda r: r.count)
-    return range(run.first, run.first + run.count)
 
 
 def exhaustive_config(
@@ -85,10 +66,10 @@ def scored_partitions(
 ) -> Iterator[Scored]:
     """Every partition that may fit the cap (per stage, one recompute assignment for each
     distinct (backward time, activation bytes)), scored: what exhaustive_config minimises."""
-    main = _main_run(inputs)
+    main = main_run(inputs)
     room = inputs.cap_bytes - inputs.fixed_bytes
     for bounds in _splits(inputs.num_layers, inputs.num_stages):
-        if not _split_ok(bounds, split, main):
+        if not split_ok(bounds, split, main):
             continue
         per_stage: list[list[tuple[tuple[RecomputeMode, ...], float]]] = []
         static = [0.0] * inputs.pp

@@ -6,6 +6,7 @@ from collections import Counter
 
 from planner.search.driver import Entry, MemoryGroup, Outcome, group_time_floor
 from planner.search.exact import Scored
+from planner.search.space import Config
 from planner.specs.request import PlanRequest
 
 GIB = 1024**3
@@ -92,3 +93,21 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
                 f"{max(e2.inputs.inflight)})."
             )
     return tuple(lines)
+
+
+def differences(chosen: Config, best: Scored, other: Config, sc: Scored) -> str:
+    """How an alternative differs from the chosen plan: the fields that differ, then its
+    prediction against the chosen one's."""
+    names = ("tp", "pp", "dp", "vpp", "schedule", "micro_batch_size", "zero_stage")
+    changed = [
+        f"{name} {getattr(chosen, name)} -> {getattr(other, name)}"
+        for name in names
+        if getattr(chosen, name) != getattr(other, name)
+    ]
+    a, b = best.score, sc.score
+    slower = b.step_time_s / a.step_time_s - 1.0
+    return (
+        f"Differs from the chosen plan in {', '.join(changed) or 'its stage split'}: "
+        f"step {b.step_time_s:.3f} s ({slower:+.1%}), bubble {100 * b.bubble_fraction:.1f}% "
+        f"(chosen {100 * a.bubble_fraction:.1f}%), peak {_gib(b.peak_memory_bytes)}."
+    )

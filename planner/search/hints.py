@@ -24,6 +24,10 @@ from planner.search.model import layer_runs
 from planner.search.partition import Partition
 from planner.specs.base import RecomputeMode
 
+# Bisection steps of the balanced split's bottleneck (_split): 2^-40 of the total work, far
+# below any step-time difference the simulator resolves.
+BISECTION_STEPS = 40
+
 
 @lru_cache(maxsize=512)
 def _split(weights: tuple[float, ...], stages: int) -> tuple[int, ...]:
@@ -48,7 +52,7 @@ def _split(weights: tuple[float, ...], stages: int) -> tuple[int, ...]:
 
     lo, hi = max(weights), sum(weights)
     best = fill(hi) or tuple(round(i * n / stages) for i in range(stages + 1))
-    for _ in range(40):
+    for _ in range(BISECTION_STEPS):
         mid = (lo + hi) / 2
         got = fill(mid)
         if got is None:

@@ -404,7 +404,7 @@ class PartitionModel:
     def add_count_bounds(self, run: int, domains: tuple[tuple[int, int], ...]) -> None:
         """lo <= (layers of `run` on rank r) <= hi per rank, then per stage: count domains that
         hold every better partition (planner.search.domains, from the whole-layer floors, and
-        planner.search.exact._probe_phase).
+        planner.search.exact.probe_phase).
         Valid constraints (they cut off nothing that could win); they make CP-SAT's search
         much smaller (145.6B's winner: refuted in 0.01 s instead of 1.3 s)."""
         inp = self.inputs

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.cost import PartitionInputs
 from planner.launch.capabilities import FrameworkCaps, capabilities
 from planner.launch.render import unsupported
-from planner.search.model import StageSplit
+from planner.search.model import StageSplit, layer_runs
 from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, RecomputeMode, ScheduleName
 from planner.specs.request import Candidate, PlanRequest
+
+Family = tuple[int, int, int, int, str, int, int]  # Config.family
 
 
 @dataclass(frozen=True)
@@ -58,9 +61,18 @@ class Config:
         )
 
     @property
-    def family(self) -> tuple[int, int, int, int, str]:
-        """What alternatives must differ in: degrees or schedule."""
-        return (self.tp, self.pp, self.dp, self.vpp, self.schedule)
+    def family(self) -> Family:
+        """What alternatives must differ in: degrees, schedule, vpp, micro-batch size or ZeRO
+        (not sequence parallelism or the recompute modes: those are how a plan fits)."""
+        return (
+            self.tp,
+            self.pp,
+            self.dp,
+            self.vpp,
+            self.schedule,
+            self.micro_batch_size,
+            self.zero_stage,
+        )
 
     def describe(self) -> str:
         text = f"tp={self.tp} x pp={self.pp} x dp={self.dp}, {self.schedule}"
@@ -186,3 +198,24 @@ def _schedule_vpps(
         elif m % max(1, m // pp) == 0:
             out.extend((s, v) for v in range(2, num_layers // pp + 1) if ok(v))
     return out
+
+
+def split_ok(bounds: tuple[int, ...], split: StageSplit, main: range) -> bool:
+    """Whether stage `bounds` keep a framework's stage split (`stage_split`): "first_last",
+    equal middle stages; "uniform", equal counts of the `main` run's layers per stage."""
+    sizes = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
+    if split == "first_last":
+        return len(set(sizes[1:-1])) <= 1
+    if split == "uniform":
+        counts = {
+            len(range(max(bounds[i], main.start), min(bounds[i + 1], main.stop)))
+            for i in range(len(sizes))
+        }
+        return len(counts) <= 1
+    return True
+
+
+def main_run(inputs: PartitionInputs) -> range:
+    """The layers of the largest run of identical layers (a GPT's decoder blocks)."""
+    run = max(layer_runs(inputs), key=lambda r: r.count)
+    return range(run.first, run.first + run.count)

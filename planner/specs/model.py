@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -37,8 +38,116 @@ from planner.specs.limits import TEXT
 Family = Literal["gpt", "llama"]
 
 
+@dataclass(frozen=True)
+class MoeBounds:
+    """Bounds on the mixture-of-experts and attention-shape numbers, with their reasons.
+
+    - num_experts <= 2**14: the most experts per layer published is 384 (Kimi K2; DeepSeek-V3
+      has 256), so 16,384 is ~40x that.
+    - experts_per_token <= 2**10 and shared experts <= 2**10: published top-k is 1-22
+      (Switch: 1, DeepSeek-V3: 8, Qwen3: 8), shared experts 0-2.
+    - capacity_factor in (0, 64]: GShard and Switch use 1.0-2.0; above num_experts/top-k
+      a capacity factor drops nothing and only pads.
+    - head_dim <= hidden_size bound; sliding window <= seq_length bound.
+    """
+
+    num_experts: int = 2**14
+    experts_per_token: int = 2**10
+    shared_experts: int = 2**10
+    capacity_factor: float = 64.0
+
+
+MOE_BOUNDS = MoeBounds()
+MB = MOE_BOUNDS
+
+
+class MoeSpec(Frozen):
+    """Mixture-of-experts layers (Shazeer et al. 2017; GShard, Lepikhin et al. 2020; Switch,
+    Fedus et al. 2021; DeepSeekMoE, Dai et al. 2024) in place of a block's dense MLP.
+
+    Decoder layer i (0-based) is an MoE layer when i >= first_dense_layers and
+    (i - first_dense_layers) % moe_layer_frequency == 0; the others keep the dense MLP of
+    `ffn_hidden_size`. Each MoE layer has a router (a linear h -> num_experts and a softmax or
+    sigmoid over it), `num_experts` routed experts of `moe_ffn_hidden_size` of which each token
+    uses `experts_per_token`, and `num_shared_experts` experts of the same size that every
+    token uses (DeepSeekMoE §3.2). Experts are the family's MLP (SwiGLU for llama, GELU for gpt).
+    `capacity_factor` None is dropless (Megatron-Core's default); a value caps each expert at
+    capacity_factor x tokens x top-k / experts tokens (GShard §2.2, Switch §2.2).
+    `router` and `aux_loss_free` (DeepSeek-V3 §2.1.2's bias-based balancing) only change the
+    router's small cost, not the experts'.
+    """
+
+    num_experts: int = Field(gt=0, le=MB.num_experts)
+    experts_per_token: int = Field(gt=0, le=MB.experts_per_token, description="top-k")
+    moe_ffn_hidden_size: int = Field(gt=0, le=B.hidden_size, description="per expert")
+    num_shared_experts: int = Field(default=0, ge=0, le=MB.shared_experts)
+    first_dense_layers: int = Field(default=0, ge=0, le=B.num_layers)
+    moe_layer_frequency: int = Field(default=1, gt=0, le=B.num_layers)
+    router: Literal["softmax", "sigmoid"] = "softmax"
+    aux_loss_free: bool = False
+    capacity_factor: float | None = Field(
+        default=None, gt=0, le=MB.capacity_factor, description="None: dropless"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> MoeSpec:
+        k, e = self.experts_per_token, self.num_experts
+        if k > e:
+            raise ValueError(f"experts_per_token={k} exceeds num_experts={e}")
+        return self
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether decoder layer `index` (0-based) is an MoE layer."""
+        i = index - self.first_dense_layers
+        return i >= 0 and i % self.moe_layer_frequency == 0
+
+
+class MlaSpec(Frozen):
+    """Multi-head latent attention's projection shapes (DeepSeek-V2 §2.1, DeepSeek-V3 §2.1.1).
+
+    Queries: h -> q_lora_rank (then RMSNorm) -> heads x (qk_nope + qk_rope); keys and values:
+    h -> kv_lora_rank + qk_rope (the rope key is shared by the heads), then RMSNorm and
+    kv_lora_rank -> heads x (qk_nope + v); output heads x v -> h. `q_lora_rank` None projects
+    queries directly (DeepSeek-V2-Lite). The attention core is counted as ordinary attention
+    with a qk head size of qk_nope + qk_rope and a value head size of v (training does not use
+    the absorbed-weight inference form).
+    """
+
+    q_lora_rank: int | None = Field(default=None, gt=0, le=B.hidden_size)
+    kv_lora_rank: int = Field(gt=0, le=B.hidden_size)
+    qk_nope_head_dim: int = Field(gt=0, le=B.hidden_size)
+    qk_rope_head_dim: int = Field(gt=0, le=B.hidden_size)
+    v_head_dim: int = Field(gt=0, le=B.hidden_size)
+
+
+class SlidingWindow(Frozen):
+    """Sliding-window attention (Beltagy et al. 2020; Mistral 7B): a sliding layer's query
+    attends to itself and the `window - 1` tokens before it.
+
+    `full_every` None: every layer slides. k >= 2: decoder layer i attends fully when
+    (i + 1) % k == 0 and slides otherwise (GPT-OSS alternates, k = 2: layers 0, 2, ... slide).
+    """
+
+    window: int = Field(gt=0, le=B.seq_length)
+    full_every: int | None = Field(default=None, ge=2, le=B.num_layers)
+
+    def is_sliding(self, index: int) -> bool:
+        return self.full_every is None or (index + 1) % self.full_every != 0
+
+
+#: Optional ModelArch fields added after the first schema: left out of the JSON when None, so
+#: documents, request hashes and stored plans of models without them are unchanged.
+_OPTIONAL_SHAPES = ("head_dim", "moe", "mla", "sliding_window")
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class ModelArch(Frozen):
-    """A built-in model family's shapes (Megatron GPT or Llama)."""
+    """A built-in model family's shapes (Megatron GPT or Llama), optionally with
+    mixture-of-experts layers (`moe`), a head size other than hidden / heads (`head_dim`),
+    latent attention (`mla`) and sliding-window layers (`sliding_window`)."""
 
     family: Family
     name: str = Field(default="", max_length=TEXT.name_chars)
@@ -52,28 +161,63 @@ class ModelArch(Frozen):
         default=None,
         gt=0,
         le=B.hidden_size,
-        description="default: 4 x hidden (gpt), required for llama",
+        description="default: 4 x hidden (gpt), required for llama; the dense layers' MLP",
     )
     vocab_size: int = Field(gt=0, le=B.vocab_size)
     tied_embeddings: bool | None = Field(default=None, description="default: gpt yes, llama no")
+    head_dim: int | None = Field(
+        default=None,
+        gt=0,
+        le=B.hidden_size,
+        exclude_if=_is_none,
+        description="default: hidden / heads",
+    )
+    moe: MoeSpec | None = Field(
+        default=None, exclude_if=_is_none, description="mixture-of-experts layers"
+    )
+    mla: MlaSpec | None = Field(
+        default=None, exclude_if=_is_none, description="latent attention (DeepSeek)"
+    )
+    sliding_window: SlidingWindow | None = Field(
+        default=None, exclude_if=_is_none, description="sliding-window layers"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ModelArch:
         h, a = self.hidden_size, self.num_attention_heads
-        if h % a:
+        if h % a and self.head_dim is None and self.mla is None:
             raise ValueError(
-                f"num_attention_heads={a} must divide hidden_size={h} (remainder {h % a})"
+                f"num_attention_heads={a} must divide hidden_size={h} (remainder {h % a}) "
+                "unless head_dim is given"
             )
         kv = self.num_kv_heads
         if kv is not None and a % kv:
             raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={a}")
         if self.family == "llama" and self.ffn_hidden_size is None:
             raise ValueError("ffn_hidden_size=None: required for family 'llama'")
+        if self.head_dim is not None and self.head_dim % 2 and self.family == "llama":
+            raise ValueError(f"head_dim={self.head_dim} must be even (rotary pairs)")
+        if self.mla is not None and (self.head_dim is not None or kv is not None):
+            raise ValueError(
+                f"mla sets the head sizes and shares one latent by all heads: head_dim="
+                f"{self.head_dim} and num_kv_heads={kv} must be left unset"
+            )
+        moe = self.moe
+        if moe is not None and moe.first_dense_layers >= self.num_layers:
+            raise ValueError(
+                f"moe.first_dense_layers={moe.first_dense_layers} leaves no MoE layer among "
+                f"num_layers={self.num_layers}"
+            )
         return self
 
     @property
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def head_size(self) -> int:
+        """Per-head width of queries, keys and values: head_dim, else hidden / heads."""
+        return self.head_dim or self.hidden_size // self.num_attention_heads
 
     @property
     def ffn(self) -> int:
@@ -86,6 +230,18 @@ class ModelArch(Frozen):
     @property
     def display_name(self) -> str:
         return self.name or f"{self.family}-{self.num_layers}x{self.hidden_size}"
+
+    @property
+    def is_plain(self) -> bool:
+        """No MoE, latent attention, window or custom head size: what the dense catalog costs."""
+        return all(getattr(self, key) is None for key in _OPTIONAL_SHAPES)
+
+    def is_moe_layer(self, index: int) -> bool:
+        return self.moe is not None and self.moe.is_moe_layer(index)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.num_layers))
 
 
 class LayerRef(Frozen):

@@ -118,6 +118,13 @@ class SearchOptions(Frozen):
     top_k: int = Field(default=5, ge=0, le=50)
     workers: int = Field(default=2, ge=1, le=64, description="CP-SAT search workers")
     seed: int = Field(default=0, ge=0, description="CP-SAT random seed, for repeatable results")
+    gap_tolerance: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="stop once the proven gap (incumbent / lower bound - 1) is at most this; "
+        "0: prove the optimum (docs/search.md, Gap and status)",
+    )
 
 
 class CalibrationRef(Frozen):
@@ -145,10 +152,6 @@ class PlanRequest(Frozen):
     constraints: Constraints = Constraints()
     objective: Literal["time", "bubble"] = "time"
     search: SearchOptions = SearchOptions()
-    tags: tuple[Annotated[str, Field(min_length=1, max_length=TEXT.tag_chars)], ...] = Field(
-        default=(), max_length=TEXT.tags, description="labels for the plan history"
-    )
-    force: bool = Field(default=False, description="service: re-plan even if a plan is cached")
     calibration: CalibrationRef | None = Field(
         default=None, description="cost-model constants from a calibration (meshplan calibrate)"
     )

@@ -1,7 +1,9 @@
-"""The process group and the ("pp", "dp", "tp") DeviceMesh of a run.
+"""The process group and the ("pp", "dp", "tp") DeviceMesh of a run, ("pp", "dp", "cp", "tp")
+with context parallelism.
 
-Ranks are laid out pp-major, tp innermost: global rank = (pp_rank * dp + dp_rank) * tp + tp_rank,
-so a tensor-parallel group is consecutive ranks (one node), as Megatron and torchtitan do.
+Ranks are laid out pp-major, tp innermost: global rank = ((pp_rank * dp + dp_rank) * cp +
+cp_rank) * tp + tp_rank, so a tensor-parallel group is consecutive ranks (one node), and a cp
+group the next level out, as Megatron's default order tp-cp-ep-dp-pp does.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class RunMesh:
     pp_rank: int
     dp_rank: int
     tp_rank: int
+    cp: int = 1
+    cp_rank: int = 0
+
+    @property
+    def cp_group(self) -> dist.ProcessGroup:
+        return self.mesh["cp"].get_group()
 
     @property
     def pp_group(self) -> dist.ProcessGroup:
@@ -52,14 +60,16 @@ class RunMesh:
 
 
 def init_mesh(plan: Plan, *, device: str | None) -> RunMesh:
-    """Join the process group torchrun set up and build the mesh; the world must be pp*dp*tp."""
+    """Join the process group torchrun set up and build the mesh; the world must be
+    pp*dp*cp*tp."""
     kind = device or ("cuda" if torch.cuda.is_available() else "cpu")
     backend = "nccl" if kind == "cuda" else "gloo"
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    need = plan.pp * plan.dp * plan.tp
+    need = plan.world_size
     if world != need:
+        cp = f"cp({plan.cp}) * " if plan.cp > 1 else ""
         raise ValueError(
-            f"WORLD_SIZE={world} but the plan needs pp({plan.pp}) * dp({plan.dp}) * "
+            f"WORLD_SIZE={world} but the plan needs pp({plan.pp}) * dp({plan.dp}) * {cp}"
             f"tp({plan.tp}) = {need} processes; run torchrun with --nnodes x --nproc-per-node "
             f"= {need}"
         )
@@ -71,7 +81,11 @@ def init_mesh(plan: Plan, *, device: str | None) -> RunMesh:
         dev = torch.device("cpu")
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, device_id=dev if kind == "cuda" else None)
-    mesh = init_device_mesh(kind, (plan.pp, plan.dp, plan.tp), mesh_dim_names=AXES)
+    shape: tuple[int, ...] = (plan.pp, plan.dp, plan.tp)
+    axes: tuple[str, ...] = AXES
+    if plan.cp > 1:
+        shape, axes = (plan.pp, plan.dp, plan.cp, plan.tp), ("pp", "dp", "cp", "tp")
+    mesh = init_device_mesh(kind, shape, mesh_dim_names=axes)
     return RunMesh(
         mesh=mesh,
         device=dev,
@@ -84,4 +98,6 @@ def init_mesh(plan: Plan, *, device: str | None) -> RunMesh:
         pp_rank=mesh["pp"].get_local_rank(),
         dp_rank=mesh["dp"].get_local_rank(),
         tp_rank=mesh["tp"].get_local_rank(),
+        cp=plan.cp,
+        cp_rank=mesh["cp"].get_local_rank() if plan.cp > 1 else 0,
     )

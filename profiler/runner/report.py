@@ -93,7 +93,7 @@ def build_report(
         plan_id=plan_id,
         device=device,
         backend=backend,
-        world_size=plan.pp * plan.dp * plan.tp,
+        world_size=plan.world_size,
         tp=plan.tp,
         pp=plan.pp,
         dp=plan.dp,

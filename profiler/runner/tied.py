@@ -3,7 +3,7 @@
 The reference GPT keeps the token embedding (`embedding.tok.weight`, first stage) and the output
 projection (`head.proj.weight`, last stage) as two parameters initialised equal. Training them as
 one weight means both must receive the sum of their gradients after every backward: an
-all-reduce between the pipeline ranks holding the first and the last stage (for each dp x tp
+all-reduce between the pipeline ranks holding the first and the last stage (for each dp x cp x tp
 coordinate), or a local sum when one rank holds both (pp = 1, or the V of zbv).
 """
 
@@ -33,11 +33,16 @@ class TiedEmbeddings:
         if len(self._pp_ranks) == 1:
             return
         for dp_rank in range(rm.dp):
-            for tp_rank in range(rm.tp):
-                ranks = sorted((p * rm.dp + dp_rank) * rm.tp + tp_rank for p in self._pp_ranks)
-                group = dist.new_group(ranks)
-                if rm.dp_rank == dp_rank and rm.tp_rank == tp_rank and self._active:
-                    self._group = group
+            for cp_rank in range(rm.cp):
+                for tp_rank in range(rm.tp):
+                    ranks = sorted(
+                        ((p * rm.dp + dp_rank) * rm.cp + cp_rank) * rm.tp + tp_rank
+                        for p in self._pp_ranks
+                    )
+                    group = dist.new_group(ranks)
+                    mine = (rm.dp_rank, rm.cp_rank, rm.tp_rank) == (dp_rank, cp_rank, tp_rank)
+                    if mine and self._active:
+                        self._group = group
 
     def sync(self, modules: list[nn.Module]) -> None:
         """Give both weights the sum of their gradients."""

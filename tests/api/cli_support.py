@@ -63,3 +63,38 @@ def json_error(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 def write_json(path: Path, doc: Any) -> str:
     path.write_text(json.dumps(doc))
     return str(path)
+
+
+def run_on_terminal(args: list[str], timeout_s: float = 120.0) -> tuple[int, str, str]:
+    """`meshplan ARGS` with stderr on a pseudo-terminal: (exit code, stdout, terminal text)."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*meshplan_argv(), *args],
+        env=cli_env(TERM="xterm", COLUMNS="160"),
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    stdout, _ = proc.communicate(timeout=timeout_s)
+    reader.join(timeout=10)
+    os.close(master)
+    return proc.returncode, stdout, b"".join(chunks).decode(errors="replace")

@@ -24,6 +24,10 @@ def make_settings(db_url: str, **kw: object) -> Settings:
         "bootstrap_admin_key": ADMIN_KEY,
         "solver_workers": 2,
         "max_time_limit_s": 10.0,
+        # the API's own behaviour on both databases; the PostgreSQL queue and its workers
+        # are tested in test_queue_*.py
+        "search_queue": "pool",
+        "rate_limit_per_s": 0.0,  # tests send faster than a per-key limit; test_ratelimit sets one
     }
     base.update(kw)
     return Settings(**base)  # type: ignore[arg-type]

@@ -175,3 +175,74 @@ def test_fit_from_stored_runs(api: Api) -> None:
         ).status_code
         == 422
     )
+
+
+def _store_runs(api: Api) -> tuple[list[str], list[str], list[float]]:
+    """One stored plan per candidate, each with a run measured at TRUTH's step time:
+    (plan ids, run ids, each plan's stored predicted step time)."""
+    plan_ids, run_ids, predicted = [], [], []
+    for cand in CANDIDATES:
+        req = tiny_request()
+        result = evaluated_result(req, cand)
+        with session_scope(api.app.state.meshplan.sessions) as session:
+            plan_ids.append(
+                insert_plan(
+                    session,
+                    tenant="acme",
+                    request_hash="h" * 64,
+                    request=req,
+                    result=result,
+                    tags=[],
+                ).id
+            )
+        pred = result["plan"]["prediction"]
+        predicted.append(pred["step_time_s"])
+        measured = _measured(cand)
+        report = {
+            "device": "cuda", "backend": "nccl", "world_size": 4, "tp": cand["tp"],
+            "pp": cand["pp"], "dp": cand["dp"], "schedule": cand["schedule"], "steps": 3,
+            "warmup_steps": 1, "step_times_s": [measured] * 3, "step_time_s": measured,
+            "bubble_fraction": pred["bubble_fraction"],
+            "stages": [
+                {"stage": s["stage"], "rank": s["rank"], "busy_s": 0.001, "peak_memory_bytes": 1e9}
+                for s in pred["stages"]
+            ],
+        }  # fmt: skip
+        r = api.client.post(f"/v1/plans/{plan_ids[-1]}/runs", json=report, headers=api.acme)
+        assert r.status_code == 201, r.text
+        run_ids.append(r.json()["id"])
+    return plan_ids, run_ids, predicted
+
+
+def test_the_loop_folds_plans_runs_and_the_page_shows_before_and_after(api: Api) -> None:
+    plan_ids, run_ids, predicted = _store_runs(api)
+    key = api.acme["Authorization"].removeprefix("Bearer ")
+    page = api.client.get(f"/plans/{plan_ids[0]}", params={"key": key})
+    assert page.status_code == 200
+    measured = _measured(CANDIDATES[0])
+    before = f"{predicted[0] / measured - 1:+.1%}"
+    assert before in page.text and "none yet" in page.text
+    assert 'id="cost-model-version"' in page.text
+
+    r = api.client.post("/v1/calibrations", json={"plan_ids": plan_ids}, headers=api.acme)
+    assert r.status_code == 201, r.text
+    doc = r.json()
+    assert [o["run_id"] for o in doc["observations"]] == run_ids  # every plan's run, in order
+    assert doc["constants"]["matmul_fraction"] == pytest.approx(0.4, rel=1e-3)
+    page = api.client.get(f"/plans/{plan_ids[0]}", params={"key": key})
+    assert doc["id"] in page.text
+    table = page.text[page.text.index('id="predicted-vs-measured"') :]
+    row = table[table.index(run_ids[0]) :].split("</tr>")[0]
+    assert before in row and "+0.0%" in row  # the calibration predicts what was measured
+
+    # the same runs named by id, or through a plan and the run ids together: the same fit
+    again = api.client.post(
+        "/v1/calibrations", json={"plan_ids": plan_ids[:1], "run_ids": run_ids}, headers=api.acme
+    )
+    assert again.status_code == 200 and again.json()["id"] == doc["id"]
+    unknown = api.client.post("/v1/calibrations", json={"plan_ids": ["nope"]}, headers=api.acme)
+    assert unknown.status_code == 422
+    assert unknown.json()["errors"][0]["field"] == "body.plan_ids[0]"
+    sub = api.client.post("/v1/calibrations", json={"submission_ids": ["nope"]}, headers=api.acme)
+    assert sub.status_code == 422
+    assert sub.json()["errors"][0]["field"] == "body.submission_ids[0]"

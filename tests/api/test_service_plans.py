@@ -15,9 +15,9 @@ from svc_harness import ADMIN_KEY, Api, make_settings
 from api.app import create_app
 from api.lifecycle import start, stop
 from api.routes.plans import body_fingerprint
+from api.schemas.plans import PlanCreate
 from api.store import idempotency
 from api.store.plans import count_plans
-from planner.specs import PlanRequest
 
 
 def searches(api_or_text: Any) -> float:
@@ -79,7 +79,7 @@ def test_idempotency_key(api: Api) -> None:
 def test_idempotency_key_in_flight_is_409(api: Api) -> None:
     body = tiny_request(tags=["busy"])
 
-    fp = body_fingerprint(PlanRequest.model_validate(body))
+    fp = body_fingerprint(PlanCreate.model_validate(body))
     claim = idempotency.begin(
         api.app.state.meshplan.sessions, tenant="acme", key="k-busy", fingerprint=fp
     )
@@ -314,7 +314,7 @@ def test_a_stale_in_flight_key_is_taken_over(api: Api) -> None:
         sessions,
         tenant="acme",
         key="k-dead",
-        fingerprint=body_fingerprint(PlanRequest.model_validate(body)),
+        fingerprint=body_fingerprint(PlanCreate.model_validate(body)),
     )
     assert claim.outcome == "new"
     h = {**api.acme, "Idempotency-Key": "k-dead"}

@@ -46,6 +46,7 @@ REQUESTS: dict[str, tuple[int, dict[str, Any]]] = {
     "zero0 with dp, tp and pp": (16, {"pp": [2], "tp": [2], "zero_stages": [0]}),
     "sequence parallel asked": (8, {"tp": [4], "sequence_parallel": True}),
     "sequence parallel off": (8, {"tp": [2], "sequence_parallel": False}),
+    "tp4": (8, {"tp": [4]}),  # alternatives differ in mbs and ZeRO too, not only in degrees
 }
 
 

@@ -6,6 +6,11 @@ Rules applied (deepspeed/runtime/config.py, runtime/pipe/engine.py and module.py
   ZeRO-2/3 ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
 - `PipelineModule(partition_method=...)` takes no explicit boundaries: "uniform" balances the
   number of layers, "type:<regex>" the number of matching layers, "parameters" the parameters;
+- context parallelism: none in the config. DeepSpeed-Ulysses (`sequence_parallel_size`) splits
+  attention heads by all-to-all, not the sequence into 2 cp causal chunks with a K/V ring;
+- expert parallelism is set in the model code (`deepspeed.moe.layer.MoE(ep_size=...)`), not
+  in the JSON config or the PipelineModule partition meshplan writes; its experts have no
+  tensor parallel inside the expert group;
 - activation checkpointing recomputes whole layers (`activation_checkpoint_interval`): there is
   no selective (attention-core) recompute and no per-layer choice.
 """
@@ -17,6 +22,7 @@ from typing import Any
 
 from planner.launch.capabilities import capabilities
 from planner.launch.deployment import Deployment, LaunchFile
+from planner.launch.frameworks.folded import folded_reasons
 from planner.launch.frameworks.patterns import mixed_modes_reason, uniform_mode
 from planner.launch.layers import LaunchView, StageLayers, view
 from planner.launch.trainer import Trainer, entry
@@ -24,6 +30,15 @@ from planner.plan import Plan
 
 CONFIG_FILE = "ds_config.json"
 PIPELINE_FILE = "ds_pipeline.json"
+
+
+_WHY = {
+    "cp": "DeepSpeed has no context parallelism of the plan's kind (DeepSpeed-Ulysses splits "
+    "attention heads by all-to-all, not the sequence into 2*cp causal chunks)",
+    "ep": "DeepSpeed's expert parallelism is set in the model code "
+    "(deepspeed.moe.layer.MoE(ep_size=...)), not in the config meshplan writes",
+    "etp": "DeepSpeed-MoE has no tensor parallel inside an expert in the config meshplan writes",
+}
 
 
 def unsupported(v: LaunchView) -> list[str]:
@@ -45,6 +60,7 @@ def unsupported(v: LaunchView) -> list[str]:
             "sequence_parallel: DeepSpeed has no Megatron-style sequence parallel (its Ulysses "
             "sequence parallelism splits attention heads, a different scheme)"
         )
+    reasons += folded_reasons(v, caps, why=_WHY)
     if v.global_batch_size is not None and v.global_batch_size % (v.micro_batch_size * v.dp):
         reasons.append(
             f"train_batch_size={v.global_batch_size} is not divisible by "

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 from planner.launch.capabilities import capabilities
 from planner.launch.deployment import Deployment
+from planner.launch.frameworks import megatron_moe
+from planner.launch.frameworks.folded import folded_reasons
 from planner.launch.frameworks.patterns import (
     block_pattern,
     mixed_modes_reason,
@@ -80,6 +82,7 @@ def unsupported(v: LaunchView) -> list[str]:
             reasons.append(
                 f"tp={v.tp} must divide num_attention_heads={a} and num_query_groups={kv}"
             )
+    reasons += folded_reasons(v, caps, why={}) + megatron_moe.unsupported(v)
     stages = v.stage_layers()
     if stages is not None:
         reasons += split_args(v, stages).reasons
@@ -184,6 +187,7 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
         "--pipeline-model-parallel-size",
         str(plan.pp),
         *split.argv,
+        *megatron_moe.parallel_args(v),
     ]
     if plan.sequence_parallel:
         argv.append("--sequence-parallel")
@@ -196,6 +200,7 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
         str(arch.num_attention_heads),
         "--ffn-hidden-size",
         str(arch.ffn),
+        *megatron_moe.shape_args(arch),
         "--seq-length",
         str(plan.seq_length),
         "--max-position-embeddings",
@@ -228,7 +233,7 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
         argv += ["--position-embedding-type", "learned_absolute"]
     if not arch.tied:
         argv.append("--untie-embeddings-and-output-weights")
-    notes = [*split.notes, *rec.notes]
+    notes = [*split.notes, *rec.notes, *megatron_moe.notes(v)]
     if "--data-path" not in dep.entry_args:
         argv += [
             "--mock-data",
@@ -240,6 +245,7 @@ def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
         notes.append("synthetic data (--mock-data); pass --data-path and a tokenizer in entry_args")
     argv += ["--train-iters", str(dep.steps or 100), "--lr", "3e-4", "--log-interval", "1"]
     argv += dep.entry_args
-    env = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if plan.tp > 1 else ()
+    # validate_args (before Blackwell): tp > 1 or cp > 1 needs one CUDA connection
+    env = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if plan.tp > 1 or plan.cp > 1 else ()
     notes.append("bf16 (the plan does not record a dtype; meshplan plans default to bf16)")
     return Trainer(argv=tuple(argv), env=env, notes=tuple(notes))

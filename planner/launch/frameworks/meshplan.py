@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from planner.launch.capabilities import capabilities
 from planner.launch.deployment import Deployment, LaunchFile
+from planner.launch.frameworks.folded import folded_reasons
 from planner.launch.layers import LaunchView
 from planner.launch.trainer import Trainer, entry
 from planner.plan import Plan
@@ -29,7 +30,20 @@ def unsupported(v: LaunchView) -> list[str]:
     m = v.num_microbatches
     if m is not None and v.pp > 1:
         reasons += _schedule_microbatches(v.schedule, pp=v.pp, m=m)
+    reasons += folded_reasons(v, caps, why=_WHY)
+    if (v.cp > 1 or v.ep > 1) and (v.tp > 1 or v.zero_stage > 0):
+        reasons.append(
+            f"cp={v.cp}, ep={v.ep} with tp={v.tp}, zero_stage={v.zero_stage}: the runner runs "
+            f"context and expert parallelism with tp=1 and ZeRO-0 only "
+            f"(tests/profiler/test_run_plan_ep_cp.py)"
+        )
     return reasons
+
+
+_WHY = {
+    "cp": "the runner's RingAttention (profiler/runner/context.py) passes K/V round a ring",
+    "etp": "the runner's experts are whole on each ep rank (profiler/runner/expert.py)",
+}
 
 
 def _schedule_microbatches(schedule: str, *, pp: int, m: int) -> list[str]:

@@ -13,10 +13,18 @@ distributed/pipeline_parallel.py `_get_pipeline_metadata`, `_build_pipeline_sche
 - local_batch_size % pipeline_parallel_microbatch_size == 0, and global_batch_size %
   (local_batch_size * dp) == 0 (the quotient is the gradient-accumulation steps);
 - pp > 1 needs `--training.disable-cuda-graphs` ("CUDA graphs do not support pipeline
-  parallelism yet");
+  parallelism yet"), and so does ep > 1 with the models' default AllToAllTokenDispatcher
+  (it synchronizes with the CPU);
 - llama3's parallelize always applies FSDP2 over (dp_replicate, dp_shard): ZeRO-0 is
   `data_parallel_replicate_degree = dp` with shard degree 1, ZeRO-3 the shard degree; ZeRO-1/2
   are not torchtitan settings;
+- context parallel: `--parallelism.context-parallel-degree` (torch's context_parallel with the
+  head-tail load balancer, 2 of 2 cp chunks per rank; K/V all-gathered, torch's default rotate
+  method, which 0.3.0 does not expose); expert parallel: `--parallelism.expert-parallel-degree`,
+  whose ranks come from dp_shard x cp x tp (efsdp = dp_shard cp tp / ep; dp_replicate is
+  outside), so ZeRO-0 (dp_shard = 1) needs ep | cp tp; 0.3.0 has no expert tensor parallel
+  degree (experts are whole on each ep rank: etp = 1). MoE models are its qwen3, deepseek_v3
+  and gpt_oss modules, matched by shape;
 - activation checkpointing is a subcommand, `activation-checkpoint:none|selective|full`, one
   policy for every block; sequence parallel is `--parallelism.[no-]enable-sequence-parallel`.
 """
@@ -27,6 +35,7 @@ import math
 
 from planner.launch.capabilities import capabilities
 from planner.launch.deployment import Deployment
+from planner.launch.frameworks.folded import folded_reasons
 from planner.launch.frameworks.patterns import mixed_modes_reason, uniform_mode
 from planner.launch.layers import LaunchView, StageLayers, view
 from planner.launch.trainer import Trainer, entry
@@ -53,6 +62,20 @@ _LLAMA3_CONFIGS = {
     "llama3_70b": (80, 8192, 64, 8),
     "llama3_405b": (126, 16384, 128, 8),
 }
+# its MoE config functions (models/*/config_registry.py): (module, function) by
+# (layers, hidden, heads, kv heads, experts, top-k)
+_MOE_CONFIGS = {
+    (48, 2048, 32, 4, 128, 8): ("qwen3", "qwen3_30b_a3b"),
+    (61, 7168, 128, 128, 256, 8): ("deepseek_v3", "deepseek_v3_671b"),
+    (36, 2880, 64, 8, 128, 4): ("gpt_oss", "gpt_oss_120b"),
+}
+MOE_MODULE = "qwen3"  # the module to add an unmatched MoE shape's config function to
+_WHY = {
+    "cp": "torchtitan 0.3.0 runs torch's context_parallel, whose rotate method (all-gather by "
+    "default) it does not expose",
+    "etp": "torchtitan 0.3.0 has no expert tensor parallel degree (ParallelismConfig has "
+    "expert_parallel_degree only; experts are whole on each ep rank)",
+}
 
 
 def unsupported(v: LaunchView) -> list[str]:
@@ -64,6 +87,15 @@ def unsupported(v: LaunchView) -> list[str]:
             f"parallel is FSDP2, sharded (data_parallel_shard_degree, = ZeRO-3) or replicated "
             f"(data_parallel_replicate_degree, = ZeRO-0)"
         )
+    reasons += folded_reasons(v, caps, why=_WHY)
+    if v.ep > 1:
+        shard = v.dp if v.zero_stage == 3 else 1
+        if (shard * v.cp * v.tp) % v.ep:
+            reasons.append(
+                f"ep={v.ep} must divide dp_shard*cp*tp = {shard}*{v.cp}*{v.tp} = "
+                f"{shard * v.cp * v.tp}: torchtitan's expert ranks come from the FSDP, cp and tp "
+                f"ranks (zero_stage={v.zero_stage} gives dp_shard={shard})"
+            )
     stages = v.stage_layers()
     if stages is not None:
         mode = uniform_mode(stages)
@@ -122,6 +154,16 @@ def layers_per_stage(v: LaunchView, stages: tuple[StageLayers, ...]) -> int | No
     return k if math.ceil((n + 2) / k) == s_count else None
 
 
+def module_config(arch: ModelArch | None, dep: Deployment) -> tuple[str, str | None]:
+    """(module, config function) for the plan's shapes; the function None when none fits."""
+    if arch is None or arch.moe is None:
+        return MODULE, config_name(arch, dep)
+    kv = arch.num_attention_heads if arch.mla is not None else arch.kv_heads
+    key = (arch.num_layers, arch.hidden_size, arch.num_attention_heads, kv)
+    found = _MOE_CONFIGS.get((*key, arch.moe.num_experts, arch.moe.experts_per_token))
+    return found if found is not None else (MOE_MODULE, None)
+
+
 def config_name(arch: ModelArch | None, dep: Deployment) -> str | None:
     """The llama3 config function for the plan's shapes (or the deployment's flavor)."""
     if dep.torchtitan_flavor:
@@ -152,9 +194,15 @@ def overrides(plan: Plan, dep: Deployment) -> list[list[str]]:
         ["--parallelism.data-parallel-replicate-degree", str(replicate)],
         ["--parallelism.data-parallel-shard-degree", str(plan.dp // replicate)],
         ["--parallelism.tensor-parallel-degree", str(plan.tp)],
-        ["--parallelism.context-parallel-degree", "1"],
+        ["--parallelism.context-parallel-degree", str(plan.cp)],
         ["--parallelism.pipeline-parallel-degree", str(plan.pp)],
     ]
+    if plan.arch is not None and plan.arch.moe is not None:
+        out.append(["--parallelism.expert-parallel-degree", str(plan.ep)])
+    if plan.ep > 1 and plan.pp == 1:
+        # Trainer.Config: CUDA graphs need a dispatcher without CPU synchronization; the
+        # models' default AllToAllTokenDispatcher synchronizes
+        out.append(["--training.disable-cuda-graphs"])
     if plan.tp > 1:
         sp = "enable" if plan.sequence_parallel else "no-enable"
         out.append([f"--parallelism.{sp}-sequence-parallel"])
@@ -181,25 +229,25 @@ def activation_checkpoint(plan: Plan) -> str:
 
 
 def trainer(plan: Plan, dep: Deployment, *, config_dir: str) -> Trainer:
-    name = config_name(plan.arch, dep)
+    module, name = module_config(plan.arch, dep)
     opts = overrides(plan, dep)
     ac = activation_checkpoint(plan)
     argv = [
         *entry(dep, module="torchtitan.train", script=None),
         "--module",
-        MODULE,
+        module,
         "--config",
-        name or "llama3_meshplan",
+        name or f"{module}_meshplan",
         *(word for opt in opts for word in opt),
         *dep.entry_args,
         ac,
     ]
     notes = ["torchtitan 0.3.x (its ConfigManager reads --module, --config and the options)"]
     if name is None:
+        flavor = " or set deployment.torchtitan_flavor" if module == MODULE else ""
         notes.append(
-            "no torchtitan llama3 config function has these shapes: add one named "
-            "'llama3_meshplan' (in your own module, passed with --module) or set "
-            "deployment.torchtitan_flavor"
+            f"no torchtitan {module} config function has these shapes: add one named "
+            f"'{module}_meshplan' (in your own module, passed with --module){flavor}"
         )
     if ac == "activation-checkpoint:selective":
         notes.append(

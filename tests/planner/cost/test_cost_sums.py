@@ -14,8 +14,7 @@ from planner.cost import PartitionInputs
 from planner.cost import score as score_module
 from planner.cost.score import _stage_sums, rank_peaks, stage_sums_python
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import pipeline_inputs
-from tests.planner.search.test_recompute_curve import mixed_case
+from tests.planner.search.cases import mixed_case, pipeline_inputs
 
 MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 

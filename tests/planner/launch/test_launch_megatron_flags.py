@@ -11,7 +11,16 @@ import re
 import shlex
 from pathlib import Path
 
-from launch_plans import GPT_1B, LLAMA_8B, make_plan, ranges_from_decoders
+from launch_plans import (
+    GPT_1B,
+    LLAMA_8B,
+    deepseek_v3_2048,
+    llama3_405b_cp16,
+    make_plan,
+    mixtral_8x7b_64,
+    qwen3_30b_capacity,
+    ranges_from_decoders,
+)
 
 from planner.launch import Deployment, render
 from planner.launch.frameworks.megatron_flags import FLAGS
@@ -33,6 +42,10 @@ PLANS: list[Plan] = [
               stages=ranges_from_decoders([3, 4, 4, 5, 3, 4, 4, 5])),  # virtual stages per rank
     make_plan(pp=2, stages=[(0, 17), (17, 34)],
               per_layer=[["full"] * 4 + ["none"] * 13, ["full"] * 3 + ["none"] * 14]),  # block
+    mixtral_8x7b_64(),  # ep, MoE shapes, aux-loss routing
+    llama3_405b_cp16(),  # cp
+    deepseek_v3_2048(),  # MLA, shared experts, first dense layers, sigmoid with expert bias
+    qwen3_30b_capacity(cp=2, ep=4),  # head_dim, capacity factor
 ]  # fmt: skip
 
 

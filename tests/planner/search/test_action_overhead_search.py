@@ -10,16 +10,15 @@ import random
 import pytest
 
 from planner.search.bounds import cut_floor_s
-from planner.search.exact import horizon_s, solve_config
+from planner.search.exact import SolveLimits, horizon_s, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import HORIZON_UNITS, PartitionModel
 from planner.search.partition import durations_of, schedule_of, score
 from planner.search.paths import critical_path
 from planner.specs.model import ActionOverhead
-from tests.planner.search.test_cutlp import lp_floor
 
+from .cases import MODES, SCHEDULES, gpt_inputs, lp_floor, path_cuts, random_partition
 from .random_requests import assert_agrees_with_exhaustive, random_request
-from .test_integer_floor import MODES, SCHEDULES, gpt_inputs, path_cuts, random_partition
 
 
 def random_overhead(rng: random.Random, scale: float) -> ActionOverhead:
@@ -52,7 +51,7 @@ def test_config_solve_and_floors_with_overhead(seed: int) -> None:
     base = gpt_inputs(rng, schedule, vpp)
     inputs = dataclasses.replace(base, action_overhead=random_overhead(rng, 1.0))
     oracle = exhaustive_config(inputs, modes=MODES).best
-    got = solve_config(inputs, modes=MODES, time_limit_s=60, workers=1).best
+    got = solve_config(inputs, modes=MODES, limits=SolveLimits(time_limit_s=60, workers=1)).best
     assert (got is None) == (oracle is None)
     if oracle is None or got is None:
         return

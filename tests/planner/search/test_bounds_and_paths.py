@@ -18,8 +18,8 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.paths import critical_path, rank_chain, seed_cuts, through_rank_paths
 from planner.search.space import enumerate_configs
 from planner.specs.base import ScheduleName
-from tests.planner.search.test_cutlp import lp_floor
 
+from .cases import lp_floor
 from .random_requests import random_request
 
 SCHEDULES = [

@@ -1,4 +1,4 @@
-"""The branch phase (planner.search.exact._branch_phase): branch and bound on how many blocks
+"""The branch phase (planner.search.exact.branch_phase): branch and bound on how many blocks
 each rank holds, the cut LP at every node. It may only say "nothing beats the bound" when the
 exhaustive optimum indeed does not, and the hull of the nodes it leaves open holds every better
 partition; and it should say so where whole layers are the gap."""
@@ -13,14 +13,13 @@ import pytest
 from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains
-from planner.search.exact import Scored, _branch_phase, _children, solve_config
+from planner.search.exact import Scored, SolveLimits, _children, branch_phase, solve_config
 from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
-from tests.planner.search.test_probe_phase import _counts, _inside
-from tests.planner.search.test_recompute_curve import mixed_case
+
+from .cases import SCHEDULES, gpt_inputs, inside, mixed_case, path_cuts, run_counts
 
 THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
@@ -36,7 +35,8 @@ def _branch(
         seeds.append(critical_path(sched, durations_of(sc.score))[1])
         return sc
 
-    return _branch_phase(CutLP(inputs, THREE, cuts=seeds), seeds, lambda: bound, consider)
+    got = branch_phase(CutLP(inputs, THREE, cuts=seeds), seeds, lambda: bound, consider)
+    return got.closed, got.hull
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -59,7 +59,7 @@ def test_the_branch_phase_never_refutes_a_better_partition(seed: int) -> None:
             if sc.score.feasible and sc.score.step_time_s < bound
         ]
         assert below
-        assert all(_inside(_counts(inputs, part), hull) for part in below)
+        assert all(inside(run_counts(inputs, part), hull) for part in below)
 
 
 def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
@@ -155,7 +155,11 @@ def test_a_settled_configuration_has_no_better_partition(seed: int) -> None:
     for factor in (0.995, 1.0, 1.01):
         bound = step * factor
         res = solve_config(
-            inputs, modes=THREE, bound_s=bound, time_limit_s=30, workers=1, neighbours=False
+            inputs,
+            modes=THREE,
+            bound_s=bound,
+            limits=SolveLimits(time_limit_s=30, workers=1),
+            neighbours=False,
         )
         if res.status == "BOUNDED":
             assert step >= bound * (1 - 1e-9)

@@ -8,21 +8,12 @@ import random
 
 import pytest
 
-from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP, rounded_bounds
 from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import durations_of, schedule_of, score
-from planner.search.paths import PathCut, critical_path, seed_cuts
-from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs, random_partition
+from planner.search.paths import critical_path, seed_cuts
 
-
-def lp_floor(
-    inputs: PartitionInputs, modes: tuple[RecomputeMode, ...], cuts: list[PathCut]
-) -> float | None:
-    """The LP's optimum with `cuts`: a floor of every partition's step time (None: no optimum)."""
-    point = CutLP(inputs, modes, cuts=cuts).solve()
-    return point.value_s if point is not None else None
+from .cases import MODES, SCHEDULES, gpt_inputs, random_partition
 
 
 @pytest.mark.parametrize("seed", range(100))

@@ -12,8 +12,8 @@ import pytest
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.schedules.ir import stage_to_rank
 from planner.search.exact import (
-    MODE_LIGHTER,
     Scored,
+    SolveLimits,
     _descend,
     _mode_moves,
     _rank_shifts,
@@ -22,9 +22,10 @@ from planner.search.exact import (
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import quick_partition
 from planner.search.partition import Partition, score
+from planner.search.tuning import TUNING
 from planner.specs.base import ScheduleName
-from tests.planner.search.test_integer_floor import MODES, SCHEDULES, gpt_inputs, pipeline_inputs
-from tests.planner.search.test_recompute_curve import THREE, mixed_case
+
+from .cases import MODES, SCHEDULES, THREE, gpt_inputs, mixed_case, pipeline_inputs
 
 
 @pytest.mark.parametrize("seed", range(15))
@@ -41,7 +42,7 @@ def test_descend_improves_strictly_and_keeps_the_optimum(seed: int) -> None:
         assert again.step_time_s == step.score.step_time_s < prev
         prev = step.score.step_time_s
     oracle = exhaustive_config(inputs, modes=MODES).best
-    got = solve_config(inputs, modes=MODES, hints=(start,), workers=1).best
+    got = solve_config(inputs, modes=MODES, hints=(start,), limits=SolveLimits(workers=1)).best
     assert (oracle is None) == (got is None)
     if oracle is not None and got is not None:
         assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)
@@ -83,7 +84,7 @@ def test_rank_shifts_keep_every_rank_total_and_move_one_layer_per_rank(
 @pytest.mark.parametrize("seed", range(20))
 def test_mode_moves_change_one_rank_by_one_mode_per_layer(seed: int) -> None:
     """Each mode move keeps the split; the layers it changes lie on one rank, each moves one
-    mode, at most MODE_LIGHTER of them lighter (all in one stage) and the rest heavier."""
+    mode, at most TUNING.mode_lighter of them lighter (all in one stage) and the rest heavier."""
     rng, inputs = mixed_case(41_000, seed)
     order = sorted(THREE, key=lambda m: MODE_INDEX[m])
     n = inputs.num_layers
@@ -102,7 +103,7 @@ def test_mode_moves_change_one_rank_by_one_mode_per_layer(seed: int) -> None:
         assert set(diff.values()) <= {-1, 1}
         assert len({inputs.stage_rank[stage[i]] for i in diff}) == 1
         lighter = [i for i, d in diff.items() if d == -1]
-        assert 1 <= len(lighter) <= MODE_LIGHTER and len({stage[i] for i in lighter}) == 1
+        assert 1 <= len(lighter) <= TUNING.mode_lighter and len({stage[i] for i in lighter}) == 1
 
 
 def _memory_bound_pipeline(rng: random.Random) -> PartitionInputs:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from planner.search.domains import intersect, is_empty, whole_layer_domains
 from planner.search.exhaustive import scored_partitions
-from tests.planner.search.test_probe_phase import THREE, _counts, _inside
-from tests.planner.search.test_recompute_curve import mixed_case
+
+from .cases import THREE, inside, mixed_case, run_counts
 
 
 def test_every_partition_below_the_limit_lies_inside_the_domains() -> None:
@@ -15,7 +15,7 @@ def test_every_partition_below_the_limit_lies_inside_the_domains() -> None:
     for seed in range(80):
         _, inputs = mixed_case(23_000, seed)
         scored = [
-            (sc.score.step_time_s, _counts(inputs, sc.partition))
+            (sc.score.step_time_s, run_counts(inputs, sc.partition))
             for sc in scored_partitions(inputs, modes=THREE)
             if sc.score.feasible
         ]
@@ -29,11 +29,11 @@ def test_every_partition_below_the_limit_lies_inside_the_domains() -> None:
                 continue  # not GPT-shaped: no domains claimed
             checked += 1
             below = [counts for step, counts in scored if step < limit]
-            assert all(_inside(counts, domains) for counts in below)
+            assert all(inside(counts, domains) for counts in below)
             if is_empty(domains):
                 assert not below
             free = [counts for _, counts in scored]
-            if any(not _inside(counts, domains) for counts in free):
+            if any(not inside(counts, domains) for counts in free):
                 shrunk += 1  # the domains cut off some partition: not vacuous
     assert checked >= 100
     assert shrunk >= checked // 2, (shrunk, checked)

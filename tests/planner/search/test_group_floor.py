@@ -18,7 +18,8 @@ from planner.schedules.ir import stage_to_rank
 from planner.search.bounds import group_inflight, group_time_floor_s
 from planner.search.exhaustive import exhaustive_config
 from planner.specs.base import ScheduleName
-from tests.planner.search.test_integer_floor import MODES, gpt_inputs
+
+from .cases import MODES, gpt_inputs
 
 ALL: list[tuple[ScheduleName, int]] = [
     ("gpipe", 1),

@@ -13,12 +13,13 @@ import pytest
 from planner.cost import partition_inputs, score_split
 from planner.errors import InfeasibleError
 from planner.search import search
-from planner.search.exact import solve_config
+from planner.search.exact import SolveLimits, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import seed_points
 from planner.specs import Candidate, PlanRequest
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import pipeline_inputs
+
+from .cases import pipeline_inputs
 
 MODES: tuple[RecomputeMode, ...] = ("none", "full")
 
@@ -120,7 +121,7 @@ def test_rows_added_lazily_keep_the_optimum(seed: int) -> None:
     for share in (0.15, 0.3, 0.6):
         x = dataclasses.replace(inputs, cap_bytes=1.0 + loose * share)
         oracle = exhaustive_config(x, modes=MODES).best
-        got = solve_config(x, modes=MODES, workers=1).best
+        got = solve_config(x, modes=MODES, limits=SolveLimits(workers=1)).best
         assert (oracle is None) == (got is None), share
         if oracle is not None and got is not None:
             assert got.score.feasible

@@ -1,4 +1,4 @@
-"""The probing phase (planner.search.exact._probe_phase): count domains proven with the cut
+"""The probing phase (planner.search.exact.probe_phase): count domains proven with the cut
 LP. The exhaustive optimum must lie inside the domains returned for any bound it beats, and
 "closed" only where nothing beats the bound; solve_config (probing, then CP-SAT given the
 domains) finds the exhaustive optimum."""
@@ -9,33 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
-from planner.search.domains import Domains, counted_run
-from planner.search.exact import ConfigResult, _probe_phase, solve_config
+from planner.search.exact import SolveLimits, probe_phase, solve_config
 from planner.search.exhaustive import exhaustive_config
-from planner.search.model import layer_runs
-from planner.search.partition import Partition
-from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import path_cuts
-from tests.planner.search.test_recompute_curve import mixed_case
 
-THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
-
-
-def _counts(inputs: PartitionInputs, part: Partition) -> list[int]:
-    """Per rank, then per stage: the counted run's layers (what the domains bound)."""
-    run = layer_runs(inputs)[counted_run(inputs)]
-    inside = range(run.first, run.first + run.count)
-    stage = [sum(1 for i in part.stage_layers(s) if i in inside) for s in range(part.num_stages)]
-    rank = [0] * inputs.pp
-    for s, c in enumerate(stage):
-        rank[inputs.stage_rank[s]] += c
-    return rank + stage
-
-
-def _inside(counts: list[int], domains: Domains) -> bool:
-    return all(lo <= c <= hi for c, (lo, hi) in zip(counts, domains, strict=True))
+from .cases import THREE, inside, mixed_case, path_cuts, run_counts
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -49,26 +27,27 @@ def test_probing_keeps_every_better_partition_inside_its_domains(seed: int) -> N
     step = oracle.best.score.step_time_s
     cuts = path_cuts(inputs, rng, random_partitions=3)
     for bound in (step * 1.02, step * 1.001, step * (1 - 1e-4)):
-        closed, domains = _probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b)  # type: ignore[misc]
+        got = probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b)  # type: ignore[misc]
+        closed, domains = got.closed, got.domains
         if step >= bound:
             continue  # nothing to keep: closing is right, any domains are
         assert not closed, "closed, yet the optimum beats the bound"
         if domains is not None:
-            assert _inside(_counts(inputs, oracle.best.partition), domains)
+            assert inside(run_counts(inputs, oracle.best.partition), domains)
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_solve_config_with_probing_finds_the_exhaustive_optimum(seed: int) -> None:
     _, inputs = mixed_case(22_000, seed)
     oracle = exhaustive_config(inputs, modes=THREE).best
-    got = solve_config(inputs, modes=THREE, workers=1).best
+    got = solve_config(inputs, modes=THREE, limits=SolveLimits(workers=1)).best
     assert (oracle is None) == (got is None)
     if oracle is not None and got is not None:
         assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)
 
 
 def test_probing_cut_short_is_not_a_fixed_point() -> None:
-    """`result.probed` is set only where a round shrank nothing with solves to spare: probing
+    """`probed` is set only where a round shrank nothing with solves to spare: probing
     stopped by its time share or solve cap must be resumed by a later call (solve_config's
     `probed`), not taken as done."""
     reached = stopped = 0
@@ -81,17 +60,15 @@ def test_probing_cut_short_is_not_a_fixed_point() -> None:
             continue
         cuts = path_cuts(inputs, rng, random_partitions=3)
         bound = oracle.score.step_time_s * 1.02  # the optimum beats it: never closed
-        full = ConfigResult(status="UNKNOWN", best=None)
-        closed, _ = _probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b, result=full)  # type: ignore[misc]
-        assert not closed
+        full = probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b)  # type: ignore[misc]
+        assert not full.closed and full.solves > 0
         reached += full.probed
-        short = ConfigResult(status="UNKNOWN", best=None)
         budget = iter([1.0, 1.0, 0.0])  # the share's start, one solve, then out of time
 
         def time_left(it: Iterator[float] = budget) -> float:
             return next(it, 0.0)
 
-        _probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b, time_left, short)  # type: ignore[misc]
+        short = probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b, time_left)  # type: ignore[misc]
         assert not short.probed
         stopped += 1
     assert reached >= 10 and stopped >= 10, (reached, stopped)

@@ -19,7 +19,8 @@ from planner.search.hints import hint_partitions, rank_balanced
 from planner.search.model import layer_runs
 from planner.search.space import enumerate_configs
 from planner.specs.base import RecomputeMode, ScheduleName
-from tests.planner.search.test_integer_floor import pipeline_inputs
+
+from .cases import pipeline_inputs
 
 MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 

@@ -9,7 +9,6 @@ import random
 
 import pytest
 
-from planner.cost import PartitionInputs
 from planner.search.bounds import (
     _integer_curve,
     _least_recompute,
@@ -20,10 +19,8 @@ from planner.search.bounds import (
     time_floor_s,
 )
 from planner.search.exhaustive import exhaustive_config
-from planner.specs.base import RecomputeMode
-from tests.planner.search.test_integer_floor import SCHEDULES, gpt_inputs, path_cuts
 
-THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
+from .cases import SCHEDULES, THREE, path_cuts, three_mode_inputs
 
 
 def brute_force(need: float, levels: tuple[int, ...], modes: list[tuple[float, float]]) -> float:
@@ -78,36 +75,6 @@ def test_recompute_curve_is_nondecreasing_and_brute_force(seed: int) -> None:
             assert got == float("inf")
         else:
             assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
-
-
-def mixed_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
-    """Case `seed` of a set numbered from `base`: GPT-shaped inputs (odd seeds) or three-mode
-    ones (even), the schedules in turn; the generator goes on to the test's own draws."""
-    rng = random.Random(base + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    make = gpt_inputs if seed % 2 else three_mode_inputs
-    return rng, make(rng, schedule, vpp)
-
-
-def three_mode_inputs(rng: random.Random, schedule: str, vpp: int) -> PartitionInputs:
-    """gpt_inputs with a selective mode that differs from both none and full, and caps tight
-    enough that recompute is forced in many cases."""
-    base = gpt_inputs(rng, schedule, vpp)  # type: ignore[arg-type]
-    sel_bw = rng.uniform(1.0, 1.15)
-    sel_act = rng.uniform(0.4, 0.8)
-    bw = tuple((b[0], b[0] * sel_bw, b[2]) for b in base.bw_input_s)
-    act = tuple((a[0], a[0] * sel_act, a[2]) for a in base.activation_bytes)
-    total = sum(base.static_bytes) + sum(a[0] for a in act) * max(base.inflight)
-    cap = base.fixed_bytes + total * rng.choice([0.35, 0.5, 0.7, 2.0]) / base.pp
-    return PartitionInputs(
-        **{
-            **base.__dict__,
-            "bw_input_s": bw,
-            "activation_bytes": act,
-            "cap_bytes": cap,
-            "allowed_modes": THREE,
-        }
-    )
 
 
 @pytest.mark.parametrize("seed", range(40))

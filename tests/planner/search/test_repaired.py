@@ -10,7 +10,8 @@ from planner.cost import MODE_INDEX, PartitionInputs
 from planner.search.hints import repaired
 from planner.search.partition import Partition, score
 from planner.specs.base import RecomputeMode
-from tests.planner.search.test_recompute_curve import mixed_case
+
+from .cases import mixed_case
 
 
 def plain_greedy(

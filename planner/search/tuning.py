@@ -1,0 +1,118 @@
+"""The search's tuned constants: how it shares its time limit and how far each phase goes.
+
+One frozen `SearchTuning` is passed from `driver.run_search` down to every phase of
+planner.search.exact; `TUNING` holds the values the service, the CLI and the benches use. None
+of them changes what is proven (every bound stays valid whatever they are); they decide how
+soon, and what a search cut by its limit has found. docs/search.md, "Tuning and the time
+budget", states the resulting budget policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SearchTuning:
+    """Shares are fractions of the request's time limit (or of the time left, where said).
+
+    Across configurations (planner.search.driver):
+    - `sweep_share`: the heuristic sweep over groups, at most, before the exact phase starts;
+      `resweep_factor` x that share of the time left for each later sweep of the groups the
+      first one did not reach.
+    - `config_share` (at least `config_min_s`): one configuration in the exact phase's first
+      pass; `incumbent_cap` x that for the incumbent's configuration (its proof is needed
+      whatever comes). Configurations cut short are solved again with all the time left.
+    - `improve_share`: of the time left, the improve pass (every configuration's hints and
+      hill climb, lowest floor first).
+    - `reserve_share` (at most `reserve_s`): kept before the limit for the work under way
+      when it is reached (a model built, a group's floors).
+    - `alternatives_share`, `alternative_tries`: the alternatives pass (top_k), at most that
+      share of the limit and that many configurations scored per alternative asked.
+    - `progress_every_s`: seconds of the search's clock between two progress reports.
+
+    One configuration (planner.search.exact):
+    - `lp_rounds`: cutting-plane rounds on the LP relaxation before anything else;
+      `lp_shift_rounds` of them also simulate rank shifts (the incumbent's polish call only).
+    - `lp_max_cells`: stages x layers above which no LP is built.
+    - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
+      moves x schedule actions under `lp_action_budget`.
+    - `probe_solves`, `probe_share` (of the configuration's time left): the probing phase.
+    - `branch_solves`, `branch_rounds` (cutting-plane rounds per node), `branch_share`: the
+      block-count branching phase.
+    - `model_build_s`: estimated seconds per path cut and stage to build (and to load) a
+      CP-SAT model; a model is not built with less than `model_build_margin` x that left.
+    - `descend_rounds`: improving steps of the hill climb, at most (each phase of it).
+    - `mode_lighter`: layers of one stage made one mode lighter at once by a mode move.
+    """
+
+    sweep_share: float = 0.3
+    resweep_factor: float = 2.0
+    config_share: float = 0.05
+    config_min_s: float = 0.5
+    incumbent_cap: float = 3.0
+    improve_share: float = 0.25
+    reserve_share: float = 0.1
+    reserve_s: float = 0.1
+    alternatives_share: float = 0.1
+    alternative_tries: int = 4
+    progress_every_s: float = 0.1
+    lp_rounds: int = 10
+    lp_shift_rounds: int = 3
+    lp_max_cells: int = 20_000
+    lp_moves: int = 24
+    lp_action_budget: int = 200_000
+    probe_solves: int = 400
+    probe_share: float = 0.3
+    branch_solves: int = 120
+    branch_rounds: int = 3
+    branch_share: float = 0.3
+    model_build_s: float = 1e-5
+    model_build_margin: float = 2.0
+    descend_rounds: int = 24
+    mode_lighter: int = 2
+
+    def __post_init__(self) -> None:
+        shares = {
+            "sweep_share": self.sweep_share,
+            "config_share": self.config_share,
+            "improve_share": self.improve_share,
+            "reserve_share": self.reserve_share,
+            "alternatives_share": self.alternatives_share,
+            "probe_share": self.probe_share,
+            "branch_share": self.branch_share,
+        }
+        for name, value in shares.items():
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"SearchTuning.{name} = {value} is not a share in [0, 1]")
+        counts = {
+            "alternative_tries": self.alternative_tries,
+            "lp_rounds": self.lp_rounds,
+            "lp_shift_rounds": self.lp_shift_rounds,
+            "lp_max_cells": self.lp_max_cells,
+            "lp_moves": self.lp_moves,
+            "lp_action_budget": self.lp_action_budget,
+            "probe_solves": self.probe_solves,
+            "branch_solves": self.branch_solves,
+            "branch_rounds": self.branch_rounds,
+            "descend_rounds": self.descend_rounds,
+            "mode_lighter": self.mode_lighter,
+        }
+        for name, count in counts.items():
+            if count < 0:
+                raise ValueError(f"SearchTuning.{name} = {count} is negative")
+        positive = {
+            "resweep_factor": self.resweep_factor,
+            "config_min_s": self.config_min_s,
+            "incumbent_cap": self.incumbent_cap,
+            "reserve_s": self.reserve_s,
+            "progress_every_s": self.progress_every_s,
+            "model_build_s": self.model_build_s,
+            "model_build_margin": self.model_build_margin,
+        }
+        for name, value in positive.items():
+            if value < 0:
+                raise ValueError(f"SearchTuning.{name} = {value} is negative")
+
+
+TUNING = SearchTuning()

@@ -1,0 +1,45 @@
+"""Shared requests of the search tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.specs import PlanRequest
+
+# How far past search.time_limit_s a search with a clock may end: the step begun just before
+# the limit (one partition simulated, one CP-SAT model loaded, one group's floors) after the
+# driver's reserve, plus the scheduling of a shared machine.
+SLACK_S = 0.5
+
+GPT_13B: dict[str, Any] = {
+    "family": "gpt",
+    "name": "gpt-13b",
+    "num_layers": 40,
+    "hidden_size": 5120,
+    "num_attention_heads": 40,
+    "vocab_size": 51200,
+}
+
+# 128 decoder blocks: too deep to prove on 512 GPUs within a few seconds
+DEEP: dict[str, Any] = {
+    "family": "gpt",
+    "name": "deep-128",
+    "num_layers": 128,
+    "hidden_size": 8192,
+    "num_attention_heads": 64,
+    "vocab_size": 51200,
+}
+
+
+def gpt_request(**over: Any) -> PlanRequest:
+    """GPT-13B-shaped on 64 A100s, global batch 512, 76 GiB cap; `over` replaces top-level
+    fields (model, cluster, training, constraints, objective, search)."""
+    doc: dict[str, Any] = {
+        "model": GPT_13B,
+        "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 64, "gpus_per_node": 8},
+        "training": {"global_batch_size": 512, "seq_length": 2048},
+        "constraints": {"memory_cap_gib": 76},
+        "search": {"time_limit_s": 30},
+    }
+    doc.update(over)
+    return PlanRequest.model_validate(doc)

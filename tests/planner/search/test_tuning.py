@@ -1,0 +1,37 @@
+"""SearchTuning: validated on construction, passed down by run_search, never changes what is
+proven (only how soon)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from planner.search import run_search
+from planner.search.tuning import SearchTuning
+
+from .random_requests import random_request, solve_in_mode
+
+# every optional phase off: the floors and CP-SAT alone must still prove the same optimum
+BARE = SearchTuning(lp_rounds=0, probe_solves=0, branch_solves=0, descend_rounds=0)
+
+
+def test_a_share_outside_0_to_1_is_refused_with_its_value() -> None:
+    with pytest.raises(ValueError, match=r"SearchTuning.sweep_share = 1.5 is not a share"):
+        SearchTuning(sweep_share=1.5)
+    with pytest.raises(ValueError, match=r"SearchTuning.lp_rounds = -1 is negative"):
+        SearchTuning(lp_rounds=-1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_optimum_does_not_depend_on_the_tuning(seed: int) -> None:
+    request = random_request(random.Random(7_100 + seed))
+    oracle = solve_in_mode(request, "exhaustive")
+    out = run_search(request, tuning=BARE)
+    assert out.tuning is BARE
+    if oracle is None:
+        assert out.best is None
+        return
+    assert out.best is not None and out.status == "OPTIMAL"
+    got = out.best[1].score.step_time_s
+    assert got == pytest.approx(oracle.plan.prediction.step_time_s, rel=1e-9)

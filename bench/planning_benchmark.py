@@ -31,6 +31,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,14 @@ def _context() -> multiprocessing.context.BaseContext:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["planner.search"])
+    # the server is `python -c ...`, whose sys.path starts with its working directory (before
+    # PYTHONPATH): started from this checkout, it cannot pick up another tree's planner
+    here = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.chdir(here)
     return ctx
 
 

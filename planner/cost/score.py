@@ -22,6 +22,8 @@ try:
     from planner.cost import _sums
 except ImportError:  # not built (no compiler at install time): the Python loop
     _sums = None
+if _sums is not None and not hasattr(_sums, "score"):  # built from an older _sums.c: rebuild
+    _sums = None
 
 
 @dataclass(frozen=True)

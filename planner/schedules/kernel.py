@@ -32,6 +32,9 @@ try:
     from planner.schedules import _kernel
 except ImportError:  # not built (no compiler at install time): the Python loops below
     _kernel = None
+_NEWEST = ("prepare", "makespan", "critical_prepared", "held_fronts")
+if _kernel is not None and not all(hasattr(_kernel, name) for name in _NEWEST):
+    _kernel = None  # built from an older _kernel.c: the Python loops until it is rebuilt
 
 __all__ = [
     "Built",

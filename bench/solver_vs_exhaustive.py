@@ -1,11 +1,19 @@
 """Optimal mode (CP-SAT + path cuts) vs the exhaustive oracle on random small requests.
 
-    python bench/solver_vs_exhaustive.py [--cases 200] [--seed 0]
+    python bench/solver_vs_exhaustive.py [--cases 200] [--seed 0] [--kinds plain,framework,bubble]
 
 Requests: random ModelProfiles with 3-6 heterogeneous layers, 1-16 GPUs, two random schedules,
-caps from loose to infeasible (tests/planner/search/random_requests.py). Prints one line per
-disagreement and the agreement counts: step times equal to a relative 1e-9 and the same
-feasibility verdict.
+caps from loose to infeasible (tests/planner/search/random_requests.py): case i of seed s is
+`random_request(Random(s * 100000 + i))` (kind `plain`). Each case also gives two variants,
+drawn from a generator of their own so that the plain cases stay what they were:
+- `framework`: the same request limited to what one framework can run
+  (`constraints.framework` megatron, torchtitan or deepspeed, drawn; the request's schedules
+  kept where the framework runs them, else the framework's own);
+- `bubble`: the same request with objective `bubble` (the least bubble fraction, ties broken by
+  step time).
+The two modes agree when they give the same feasibility verdict and, when feasible, equal step
+times to a relative 1e-9 (`bubble`: equal bubble fractions to 1e-9 and equal step times).
+Prints one line per disagreement and the agreement counts per kind.
 """
 
 from __future__ import annotations
@@ -22,44 +30,93 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "planner"
 from random_requests import random_request
 
 from planner.errors import InfeasibleError
+from planner.launch.capabilities import CAPABILITIES
+from planner.plan import Prediction
 from planner.search import search
 from planner.specs import PlanRequest
 
+KINDS = ("plain", "framework", "bubble")
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 
-def solve(request: PlanRequest, mode: str) -> float | None:
+
+def solve(request: PlanRequest, mode: str) -> Prediction | None:
     req = request.model_copy(update={"search": request.search.model_copy(update={"mode": mode})})
     try:
-        return search(req).plan.prediction.step_time_s
+        return search(req).plan.prediction
     except InfeasibleError:
         return None
+
+
+def variant(request: PlanRequest, kind: str, rng: random.Random) -> PlanRequest:
+    """The case's request of `kind` (module docstring)."""
+    if kind == "plain":
+        return request
+    if kind == "bubble":
+        return request.model_copy(update={"objective": "bubble"})
+    framework = rng.choice(FRAMEWORKS)
+    runs = CAPABILITIES[framework].schedules
+    kept = tuple(s for s in request.constraints.schedules or () if s in runs) or None
+    constraints = request.constraints.model_copy(update={"framework": framework, "schedules": kept})
+    return PlanRequest.model_validate(
+        {**request.model_dump(), "constraints": constraints.model_dump()}
+    )
+
+
+def agree(got: Prediction | None, want: Prediction | None, kind: str) -> bool:
+    if got is None or want is None:
+        return got is None and want is None
+    same_time = abs(got.step_time_s - want.step_time_s) <= 1e-9 * want.step_time_s
+    if kind == "bubble":
+        return same_time and abs(got.bubble_fraction - want.bubble_fraction) <= 1e-9
+    return same_time
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kinds", default=",".join(KINDS), help=f"some of {','.join(KINDS)}")
     args = ap.parse_args()
-    agree = feasible = 0
-    t_opt = t_ex = 0.0
+    kinds = [k for k in args.kinds.split(",") if k]
+    if not set(kinds) <= set(KINDS):
+        print(f"--kinds: {sorted(set(kinds) - set(KINDS))} unknown; known: {KINDS}")
+        sys.exit(2)
+    counts = {k: [0, 0] for k in kinds}  # agree, feasible
+    seconds = {k: [0.0, 0.0] for k in kinds}  # optimal, exhaustive
     for i in range(args.cases):
-        request = random_request(random.Random(args.seed * 100_000 + i))
-        t0 = time.perf_counter()
-        got = solve(request, "optimal")
-        t1 = time.perf_counter()
-        want = solve(request, "exhaustive")
-        t2 = time.perf_counter()
-        t_opt, t_ex = t_opt + t1 - t0, t_ex + t2 - t1
-        same = (got is None and want is None) or (
-            got is not None and want is not None and abs(got - want) <= 1e-9 * want
+        base = random_request(random.Random(args.seed * 100_000 + i))
+        own = random.Random(f"variant-{args.seed}-{i}")
+        for kind in kinds:
+            request = variant(base, kind, own)
+            t0 = time.perf_counter()
+            got = solve(request, "optimal")
+            t1 = time.perf_counter()
+            want = solve(request, "exhaustive")
+            t2 = time.perf_counter()
+            seconds[kind][0] += t1 - t0
+            seconds[kind][1] += t2 - t1
+            same = agree(got, want, kind)
+            counts[kind][0] += same
+            counts[kind][1] += want is not None
+            if not same:
+                framework = request.constraints.framework or "-"
+                print(
+                    f"case {i} {kind} (framework {framework}): optimal "
+                    f"{_text(got)} exhaustive {_text(want)}"
+                )
+    for kind, (agreed, feasible) in counts.items():
+        t_opt, t_ex = seconds[kind]
+        print(
+            f"{kind}: {agreed}/{args.cases} agree ({feasible} feasible, "
+            f"{args.cases - feasible} infeasible); optimal {t_opt:.1f} s, exhaustive "
+            f"{t_ex:.1f} s in total"
         )
-        agree += same
-        feasible += want is not None
-        if not same:
-            print(f"case {i}: optimal {got} exhaustive {want}")
-    print(
-        f"{agree}/{args.cases} agree ({feasible} feasible, {args.cases - feasible} infeasible); "
-        f"optimal {t_opt:.1f} s, exhaustive {t_ex:.1f} s in total"
-    )
+    total = sum(a for a, _ in counts.values())
+    print(f"all: {total}/{args.cases * len(kinds)} agree")
+
+
+def _text(p: Prediction | None) -> str:
+    return "infeasible" if p is None else f"{p.step_time_s!r} s (bubble {p.bubble_fraction!r})"
 
 
 if __name__ == "__main__":

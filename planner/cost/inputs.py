@@ -50,7 +50,7 @@ from planner.cost.memory import (
 from planner.cost.partition import SPLIT_BACKWARD, ModeTriple, PartitionInputs
 from planner.cost.source import CostSource, request_efficiency, resolve_costs
 from planner.memo import PerObject
-from planner.schedules import HeldPoint, held_points_of, peak_inflight_of, stage_to_rank
+from planner.schedules import HeldPoint, held_points_of, peak_inflight_of, stage_ranks
 from planner.specs.base import RECOMPUTE_MODES, ScheduleName
 from planner.specs.model import LayerCost
 from planner.specs.request import Candidate, PlanRequest
@@ -106,7 +106,7 @@ def build_inputs(
     tp, pp, dp, sp = c.tp, c.pp, c.dp, c.sequence_parallel
     m = c.num_microbatches(training.global_batch_size)
     costs = src.layer_costs(micro_batch_size=c.micro_batch_size, tp=tp, sequence_parallel=sp)
-    stage_rank = tuple(stage_to_rank(s, pp=pp, schedule=c.schedule) for s in range(c.num_stages))
+    stage_rank = stage_ranks(c.num_stages, pp=pp, schedule=c.schedule)
     held: tuple[tuple[HeldPoint, ...], ...] = ()
     if given_inflight is None:
         inflight = _inflight(c.schedule, pp, c.vpp, m)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from planner.cost.comm import Link, all_reduce_s
 from planner.schedules.inflight import HeldPoint
@@ -70,9 +71,9 @@ def loss_temporary_bytes(
     return 4.0 * seq_length * micro_batch_size * vocab_size / tp
 
 
-@dataclass(frozen=True)
-class RankPeak:
-    """A rank's dynamic bytes at its peak point (rank_activation_peak)."""
+class RankPeak(NamedTuple):
+    """A rank's dynamic bytes at its peak point (rank_activation_peak); a named tuple, as
+    every score builds one per rank."""
 
     activations_bytes: float  # saved activations held at that point
     transient_bytes: float  # the running action's transient (recompute, loss)

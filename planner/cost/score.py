@@ -13,6 +13,7 @@ from planner.cost.partition import MODE_INDEX, PartitionInputs
 from planner.errors import SpecError
 from planner.memo import PerObject
 from planner.schedules import SimResult, generate, rank_stages, simulate_unchecked
+from planner.schedules.ir import ActionKind
 from planner.specs.base import RecomputeMode
 from planner.specs.request import StageSpec
 
@@ -20,6 +21,8 @@ _sums: ModuleType | None
 try:
     from planner.cost import _sums
 except ImportError:  # not built (no compiler at install time): the Python loop
+    _sums = None
+if _sums is not None and not hasattr(_sums, "score"):  # built from an older _sums.c: rebuild
     _sums = None
 
 
@@ -107,13 +110,15 @@ def score_split(
     bounds[s + 1] - 1, each stage non-empty, bounds[-1] = the layer count) and one mode per
     layer, unchecked: the search's form (it scores thousands of partitions)."""
     x = inputs
-    sums = _stage_sums if _sums is not None else stage_sums_python
-    fw, bw, w, p2p, act, post, static = sums(x, bounds, modes)
+    if _sums is not None:
+        fw, bw, w, p2p, act, post, memory, peaks = _score_sums(x, bounds, modes)
+    else:
+        fw, bw, w, p2p, act, post, static = stage_sums_python(x, bounds, modes)
+        peaks = rank_peaks(x, bounds, modes, act)
+        memory = [m + p.total_bytes for m, p in zip(static, peaks, strict=True)]
     schedule = generate(x.schedule, pp=x.pp, vpp=x.vpp, num_microbatches=x.num_microbatches)
     sim = simulate_unchecked(schedule, fw, bw, w, p2p, with_timeline=with_timeline)
     max_post = max(post)
-    peaks = rank_peaks(x, bounds, modes, act)
-    memory = [m + p.total_bytes for m, p in zip(static, peaks, strict=True)]
     return PartitionScore(
         step_time_s=sim.step_time_s + max_post,
         pipeline_s=sim.step_time_s,
@@ -137,7 +142,8 @@ def stage_sums_python(
 ) -> tuple[Sequence[float], ...]:
     """Per stage fw, bw, w, p2p and activation bytes of one micro-batch, per rank post time
     and static memory bytes (fixed + params, grads, optimizer state): score_split's sums (in
-    C where it was built: _stage_sums, the same additions in the same order, bit-identical)."""
+    C where it was built: _stage_sums and _score_sums, the same additions in the same order,
+    bit-identical)."""
     fw: list[float] = []
     bw: list[float] = []
     w: list[float] = []
@@ -272,3 +278,116 @@ def _tables(x: PartitionInputs) -> tuple[array[float], array[int], array[int]]:
         layers.extend((x.static_bytes[i], x.p2p_s[i]))
     # in-flight counts 0: the C sums give the static bytes, score_split adds the peaks
     return layers, array("i", x.stage_rank), array("i", bytes(4 * x.num_stages))
+
+
+_Scored = tuple[
+    Sequence[float],
+    Sequence[float],
+    Sequence[float],
+    Sequence[float],
+    Sequence[float],
+    Sequence[float],
+    Sequence[float],
+    tuple[RankPeak, ...],
+]
+
+
+def _score_sums(
+    x: PartitionInputs, bounds: Sequence[int], modes: Sequence[RecomputeMode]
+) -> _Scored:
+    """stage_sums_python, rank_peaks and the per-rank memory in one C call (planner/cost/
+    _sums.c `score`): (fw, bw, w, p2p, act per stage, post per rank, memory per rank,
+    peaks per rank)."""
+    assert _sums is not None
+    layers, ranks, _ = _LAYERS.get(x, lambda: _tables(x))
+    points, ranges, stages, offsets = _point_table(x)
+    n_st, pp = x.num_stages, x.pp
+    out = array("d", bytes(8 * (5 * n_st + 6 * pp)))
+    best = array("i", bytes(4 * pp))
+    of, ob, ow = x.stage_overhead_s
+    kinds = bytes(map(MODE_INDEX.__getitem__, modes))
+    _sums.score(
+        layers,
+        kinds,
+        array("i", bounds),
+        ranks,
+        pp,
+        of,
+        ob,
+        ow,
+        x.fixed_bytes,
+        points,
+        ranges,
+        stages,
+        offsets,
+        n_st - 1,
+        x.loss_bytes,
+        x.fragmentation_fraction,
+        x.recompute_transient,
+        out,
+        best,
+    )
+    k, held = 5 * n_st, 5 * n_st + 2 * pp
+    rank_points = x.rank_points
+    peaks = tuple(
+        RankPeak(
+            out[held + 3 * r],
+            out[held + 3 * r + 1],
+            out[held + 3 * r + 2],
+            rank_points[r][best[r]] if best[r] >= 0 else None,
+        )
+        for r in range(pp)
+    )
+    return (
+        out[:n_st],
+        out[n_st : 2 * n_st],
+        out[2 * n_st : 3 * n_st],
+        out[3 * n_st : 4 * n_st],
+        out[4 * n_st : k],
+        out[k : k + pp],
+        out[held + 3 * pp :],
+        peaks,
+    )
+
+
+_PointTable = tuple["array[int]", "array[int]", "array[int]", "array[int]"]
+_POINT_TABLES: dict[int, tuple[object, _PointTable]] = {}
+_POINT_TABLES_MAX = 4096  # as many as planner.schedules.held_points_of keeps
+
+
+def _point_table(x: PartitionInputs) -> _PointTable:
+    """The C side's table of the held points of `x` (_sums.c), per rank-points tuple: inputs of
+    one schedule share theirs (planner.schedules.held_points_of), so it is keyed by that
+    tuple's identity and holds the tuple itself (its id cannot be reused while cached);
+    bounded, dropped whole when full. A race between threads builds a table twice, never a
+    wrong one (a dict's get and set are atomic)."""
+    points = x.rank_points
+    single = x.vpp == 1 and all(len(p) == 1 for p in points)
+    key = id(points) * 2 + single
+    hit = _POINT_TABLES.get(key)
+    if hit is not None and hit[0] is points:
+        return hit[1]
+    table = _build_point_table(x, single)
+    if len(_POINT_TABLES) >= _POINT_TABLES_MAX:
+        _POINT_TABLES.clear()
+    _POINT_TABLES[key] = (points, table)
+    return table
+
+
+_PHASE_CODE = {ActionKind.W: 0, ActionKind.F: 1, ActionKind.B: 2}
+
+
+def _build_point_table(x: PartitionInputs, single: bool) -> _PointTable:
+    """Per point (stage, phase, total, counts...), per rank (first, count), the ranks' stages
+    and their offsets. `single` (one stage and one point per rank): every point is charged as
+    a backward, as rank_peaks' one-point rule does."""
+    flat, ranges, stages, offsets = array("i"), array("i"), array("i"), array("i", [0])
+    for r, (points, own) in enumerate(zip(x.rank_points, rank_stages(x.stage_rank), strict=True)):
+        ranges.extend((len(flat), len(points)))
+        for p in points:
+            if len(p.counts) != len(own):
+                raise ValueError(f"rank {r}: a point holds {len(p.counts)} counts, not {len(own)}")
+            flat.extend((p.stage, 2 if single else _PHASE_CODE[p.phase], p.total, *p.counts))
+        stages.extend(own)
+        offsets.append(len(stages))
+    return flat, ranges, stages, offsets

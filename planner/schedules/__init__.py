@@ -9,7 +9,14 @@ from planner.schedules.inflight import (
     rank_held_points,
     rank_peak_inflight,
 )
-from planner.schedules.ir import Action, ActionKind, Schedule, rank_stages, stage_to_rank
+from planner.schedules.ir import (
+    Action,
+    ActionKind,
+    Schedule,
+    rank_stages,
+    stage_ranks,
+    stage_to_rank,
+)
 from planner.schedules.sim_types import SimResult, StageDurations, TimedAction
 from planner.schedules.simulate import simulate, simulate_unchecked
 from planner.schedules.svg import render_timeline_svg
@@ -36,6 +43,7 @@ __all__ = [
     "render_timeline_svg",
     "simulate",
     "simulate_unchecked",
+    "stage_ranks",
     "stage_to_rank",
     "validate",
 ]

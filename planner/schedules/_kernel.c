@@ -9,7 +9,9 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     Py_buffer ops, dur, lag;
@@ -174,6 +176,369 @@ done:
     release(&t);
     PyBuffer_Release(&counts);
     PyBuffer_Release(&xs);
+    return result;
+}
+
+/* A compiled schedule checked once (prepare), for the repeated passes of the search: the rows
+ * copied, each missing dependency pointing at a sentinel end time 0.0 (index n), and the
+ * largest duration and lag slots they read, so each pass checks only its tables' lengths. */
+typedef struct {
+    Py_ssize_t n;
+    int pp, max_slot, max_lag;
+    int ops[];  /* 6 per action, as the flat table, deps -1 -> n */
+} Prepared;
+
+#define PREPARED "planner.schedules._kernel.Prepared"
+
+static void prepared_free(PyObject *capsule) {
+    PyMem_Free(PyCapsule_GetPointer(capsule, PREPARED));
+}
+
+/* prepare(ops, pp) -> handle: the rows checked (as run checks them) and kept. */
+static PyObject *prepare(PyObject *self, PyObject *args) {
+    Tables t;
+    int pp;
+    if (!PyArg_ParseTuple(args, "y*i", &t.ops, &pp)) return NULL;
+    t.dur.obj = t.lag.obj = NULL;
+    PyObject *result = NULL;
+    if (t.ops.itemsize != 4 || t.ops.len % 24 != 0 || pp <= 0 || t.ops.len / 24 > INT_MAX - 1) {
+        PyErr_SetString(PyExc_ValueError, "kernel.prepare: ops must be int32 x 6");
+        goto done;
+    }
+    Py_ssize_t n = t.ops.len / 24;
+    Prepared *p = PyMem_Malloc(sizeof(Prepared) + (size_t)t.ops.len);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    p->n = n;
+    p->pp = pp;
+    p->max_slot = p->max_lag = 0;
+    const int *ops = (const int *)t.ops.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int *o = ops + 6 * i;
+        if (o[0] < 0 || o[0] >= pp || o[1] < 0 || o[2] < -1 || o[2] >= i || o[4] < -1 ||
+            o[4] >= i || o[3] < 0 || o[5] < 0) {
+            PyMem_Free(p);
+            PyErr_Format(PyExc_ValueError, "kernel.prepare: op %zd out of range", i);
+            goto done;
+        }
+        int *q = p->ops + 6 * i;
+        q[0] = o[0];
+        q[1] = o[1];
+        q[2] = o[2] >= 0 ? o[2] : (int)n;
+        q[3] = o[3];
+        q[4] = o[4] >= 0 ? o[4] : (int)n;
+        q[5] = o[5];
+        if (o[1] > p->max_slot) p->max_slot = o[1];
+        if (o[3] > p->max_lag) p->max_lag = o[3];
+        if (o[5] > p->max_lag) p->max_lag = o[5];
+    }
+    result = PyCapsule_New(p, PREPARED, prepared_free);
+    if (result == NULL) PyMem_Free(p);
+done:
+    PyBuffer_Release(&t.ops);
+    return result;
+}
+
+/* The prepared rows and the duration and lag tables, their lengths checked against the slots
+ * the rows read. */
+static Prepared *prepared_tables(PyObject *handle, Py_buffer *dur, Py_buffer *lag) {
+    Prepared *p = PyCapsule_GetPointer(handle, PREPARED);
+    if (p == NULL) return NULL;
+    if (dur->itemsize != 8 || lag->itemsize != 8 || dur->len / 8 <= p->max_slot ||
+        lag->len / 8 <= p->max_lag) {
+        PyErr_SetString(PyExc_ValueError, "kernel: duration or lag table too short");
+        return NULL;
+    }
+    return p;
+}
+
+/* The longest-path pass of `longest` over prepared rows: end (n + 1, end[n] = 0.0), each
+ * rank's busy time (if busy) and the longest path's predecessors (if pred). */
+static void prepared_longest(const Prepared *p, const double *dur, const double *lag,
+                             double *end, double *free_at, int *last, double *busy, int *pred,
+                             int *pred_lag) {
+    end[p->n] = 0.0;
+    for (int r = 0; r < p->pp; r++) {
+        free_at[r] = 0.0;
+        last[r] = -1;
+    }
+    const int *o = p->ops;
+    for (Py_ssize_t i = 0; i < p->n; i++, o += 6) {
+        int rank = o[0];
+        double t0 = free_at[rank];
+        int q = last[rank], pl = 0;
+        double ready = end[o[2]] + lag[o[3]];
+        if (ready > t0) {
+            t0 = ready;
+            q = o[2];
+            pl = o[3];
+        }
+        ready = end[o[4]] + lag[o[5]];
+        if (ready > t0) {
+            t0 = ready;
+            q = o[4];
+            pl = o[5];
+        }
+        double d = dur[o[1]];
+        end[i] = free_at[rank] = t0 + d;
+        if (busy != NULL) busy[rank] += d;
+        if (pred != NULL) {
+            pred[i] = q == (int)p->n ? -1 : q;
+            pred_lag[i] = pl;
+        }
+        last[rank] = (int)i;
+    }
+}
+
+/* makespan(handle, dur, lag, busy_out) -> makespan: run's makespan and busy times without
+ * the start and end times. */
+static PyObject *makespan(PyObject *self, PyObject *args) {
+    PyObject *handle;
+    Py_buffer dur, lag, busy;
+    if (!PyArg_ParseTuple(args, "Oy*y*w*", &handle, &dur, &lag, &busy)) return NULL;
+    PyObject *result = NULL;
+    double *end = NULL;
+    Prepared *p = prepared_tables(handle, &dur, &lag);
+    if (p == NULL) goto done;
+    if (busy.itemsize != 8 || busy.len < p->pp * 8) {
+        PyErr_SetString(PyExc_ValueError, "kernel.makespan: busy buffer too small");
+        goto done;
+    }
+    end = PyMem_Malloc((size_t)(p->n + 1) * sizeof(double) + (size_t)p->pp * (sizeof(double) +
+                                                                               sizeof(int)));
+    if (end == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *free_at = end + p->n + 1;
+    int *last = (int *)(free_at + p->pp);
+    double *b = (double *)busy.buf;
+    for (int r = 0; r < p->pp; r++) b[r] = 0.0;
+    prepared_longest(p, (const double *)dur.buf, (const double *)lag.buf, end, free_at, last, b,
+                     NULL, NULL);
+    double top = 0.0;
+    for (Py_ssize_t i = 0; i < p->n; i++)
+        if (end[i] > top) top = end[i];
+    result = PyFloat_FromDouble(top);
+done:
+    PyMem_Free(end);
+    PyBuffer_Release(&dur);
+    PyBuffer_Release(&lag);
+    PyBuffer_Release(&busy);
+    return result;
+}
+
+/* critical_prepared(handle, dur, lag, num_stages, counts_out, x_out) -> makespan: critical
+ * over prepared rows. */
+static PyObject *critical_prepared(PyObject *self, PyObject *args) {
+    PyObject *handle;
+    Py_buffer dur, lag, counts, xs;
+    int n_st;
+    if (!PyArg_ParseTuple(args, "Oy*y*iw*w*", &handle, &dur, &lag, &n_st, &counts, &xs))
+        return NULL;
+    PyObject *result = NULL;
+    double *end = NULL;
+    int *pred = NULL;
+    Prepared *p = prepared_tables(handle, &dur, &lag);
+    if (p == NULL) goto done;
+    if (counts.itemsize != 4 || xs.itemsize != 4 || counts.len < 4 * n_st * 4 ||
+        xs.len < (n_st > 1 ? n_st - 1 : 0) * 4 || p->max_slot >= 4 * n_st ||
+        p->max_lag > (n_st > 1 ? n_st - 1 : 0)) {
+        PyErr_SetString(PyExc_ValueError, "kernel.critical: bad output buffers");
+        goto done;
+    }
+    if (p->n == 0) {
+        result = PyFloat_FromDouble(0.0);
+        goto done;
+    }
+    end = PyMem_Malloc((size_t)(p->n + 1) * sizeof(double) + (size_t)p->pp * sizeof(double));
+    pred = PyMem_Malloc((size_t)(2 * p->n + p->pp) * sizeof(int));
+    if (end == NULL || pred == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int *pred_lag = pred + p->n, *last = pred + 2 * p->n;
+    prepared_longest(p, (const double *)dur.buf, (const double *)lag.buf, end, end + p->n + 1,
+                     last, NULL, pred, pred_lag);
+    Py_ssize_t cur = 0;
+    for (Py_ssize_t i = 1; i < p->n; i++)
+        if (end[i] > end[cur]) cur = i;
+    double top = end[cur];
+    int *c = (int *)counts.buf, *x = (int *)xs.buf;
+    while (cur >= 0) {
+        c[p->ops[6 * cur + 1]] += 1;
+        if (pred_lag[cur] > 0) x[pred_lag[cur] - 1] += 1;
+        cur = pred[cur];
+    }
+    result = PyFloat_FromDouble(top);
+done:
+    PyMem_Free(end);
+    PyMem_Free(pred);
+    PyBuffer_Release(&dur);
+    PyBuffer_Release(&lag);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&xs);
+    return result;
+}
+
+/* A Pareto front of int vectors (planner/schedules/inflight.py: _front's maximal vectors),
+ * kept as vectors arrive: one covered by a kept vector (>= everywhere) is dropped, one that
+ * covers kept vectors replaces them. Each vector carries a tag (the W's stage for the plain
+ * points: the first action with that vector, as dict.setdefault keeps it). */
+typedef struct {
+    int *v; /* (tag, counts[width]) per vector */
+    Py_ssize_t len, cap; /* vectors held, ints allocated */
+} Front;
+
+static int front_add(Front *f, const int *held, int width, int tag) {
+    int rec = width + 1;
+    for (Py_ssize_t k = 0; k < f->len; k++) {
+        const int *q = f->v + k * rec + 1;
+        int covers = 1;
+        for (int j = 0; j < width && covers; j++) covers = q[j] >= held[j];
+        if (covers) return 0;
+    }
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t k = 0; k < f->len; k++) {
+        const int *q = f->v + k * rec + 1;
+        int below = 1;
+        for (int j = 0; j < width && below; j++) below = q[j] <= held[j];
+        if (!below) {
+            if (kept != k) memmove(f->v + kept * rec, f->v + k * rec, (size_t)rec * sizeof(int));
+            kept++;
+        }
+    }
+    f->len = kept;
+    if ((f->len + 1) * rec > f->cap) { /* cap counts ints: ranks differ in width */
+        Py_ssize_t cap = f->cap ? 2 * f->cap : 8 * rec;
+        while (cap < (f->len + 1) * rec) cap *= 2;
+        int *v = PyMem_Realloc(f->v, (size_t)cap * sizeof(int));
+        if (v == NULL) return -1;
+        f->v = v;
+        f->cap = cap;
+    }
+    int *slot = f->v + f->len * rec;
+    slot[0] = tag;
+    memcpy(slot + 1, held, (size_t)width * sizeof(int));
+    f->len++;
+    return 0;
+}
+
+/* held_fronts(codes, offsets, pp, num_stages, stage_rank) -> bytes of int32: each rank's
+ * fronts of the walk of planner/schedules/inflight.py (_walk): held counts per chunk while
+ * each action runs, +1 at F, -1 after a B or W. Per rank, for each of its stages in order the
+ * front of its backward (B, I) points, then the front of the last stage's F points, then the
+ * front of the W points with their stages; each front as its length then (tag, counts) per
+ * vector (tag: the W's stage, else -1). A rank running a stage it does not hold raises. */
+static PyObject *held_fronts(PyObject *self, PyObject *args) {
+    Py_buffer codes, offsets, ranks;
+    int pp, n_st;
+    if (!PyArg_ParseTuple(args, "y*y*iiy*", &codes, &offsets, &pp, &n_st, &ranks)) return NULL;
+    PyObject *result = NULL;
+    int *slot = NULL, *held = NULL, *out = NULL, *stages = NULL;
+    Front *fronts = NULL;
+    int n_fronts = 0;
+    Py_ssize_t out_len = 0, out_cap = 0;
+    const int *c = (const int *)codes.buf, *off = (const int *)offsets.buf;
+    const int *rank_of = (const int *)ranks.buf;
+    Py_ssize_t n = codes.len / 12;
+    if (codes.itemsize != 4 || codes.len % 12 != 0 || offsets.itemsize != 4 ||
+        offsets.len != 4 * (Py_ssize_t)(pp + 1) || ranks.itemsize != 4 ||
+        ranks.len != 4 * (Py_ssize_t)n_st || pp < 1 || n_st < 1) {
+        PyErr_SetString(PyExc_ValueError, "kernel.held_fronts: tables of the wrong size");
+        goto done;
+    }
+    for (int r = 0; r <= pp; r++) {
+        if (off[r] < 0 || off[r] > n || (r > 0 && off[r] < off[r - 1])) {
+            PyErr_SetString(PyExc_ValueError, "kernel.held_fronts: offsets out of range");
+            goto done;
+        }
+    }
+    for (int s = 0; s < n_st; s++) {
+        if (rank_of[s] < 0 || rank_of[s] >= pp) {
+            PyErr_Format(PyExc_ValueError, "kernel.held_fronts: stage %d on no rank", s);
+            goto done;
+        }
+    }
+    slot = PyMem_Malloc((size_t)n_st * sizeof(int));
+    held = PyMem_Malloc((size_t)n_st * sizeof(int));
+    stages = PyMem_Malloc((size_t)n_st * sizeof(int));
+    fronts = PyMem_Calloc((size_t)n_st + 2, sizeof(Front));
+    if (slot == NULL || held == NULL || stages == NULL || fronts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    n_fronts = n_st + 2;
+    int last = n_st - 1;
+    for (int r = 0; r < pp; r++) {
+        int width = 0;
+        for (int s = 0; s < n_st; s++) {
+            slot[s] = -1;
+            if (rank_of[s] == r) {
+                stages[width] = s;
+                slot[s] = width++;
+            }
+        }
+        for (int j = 0; j < width; j++) held[j] = 0;
+        for (int k = 0; k < width + 2; k++) fronts[k].len = 0;
+        Front *loss = fronts + width, *plain = fronts + width + 1;
+        for (Py_ssize_t i = off[r]; i < off[r + 1]; i++) {
+            int stage = c[3 * i], kind = c[3 * i + 1];
+            if (stage < 0 || stage >= n_st || slot[stage] < 0 || kind < 0 || kind > 3) {
+                PyErr_Format(PyExc_ValueError,
+                             "kernel.held_fronts: rank %d runs stage %d (kind %d)", r, stage,
+                             kind);
+                goto done;
+            }
+            int j = slot[stage], rc = 0;
+            if (kind == 0) { /* F */
+                held[j] += 1;
+                if (stage == last) rc = front_add(loss, held, width, -1);
+            } else if (kind == 3) { /* W */
+                rc = front_add(plain, held, width, stage);
+                held[j] -= 1;
+            } else { /* B or I: a backward; B releases, I does not */
+                rc = front_add(fronts + j, held, width, -1);
+                if (kind == 1) held[j] -= 1;
+            }
+            if (rc < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
+        Py_ssize_t need = 0;
+        for (int k = 0; k < width + 2; k++) need += 1 + fronts[k].len * (width + 1);
+        if (out_len + need > out_cap) {
+            Py_ssize_t cap = out_cap ? out_cap : 64;
+            while (cap < out_len + need) cap *= 2;
+            int *grown = PyMem_Realloc(out, (size_t)cap * sizeof(int));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            out = grown;
+            out_cap = cap;
+        }
+        for (int k = 0; k < width + 2; k++) {
+            out[out_len++] = (int)fronts[k].len;
+            size_t words = (size_t)(fronts[k].len * (width + 1));
+            if (words) memcpy(out + out_len, fronts[k].v, words * sizeof(int));
+            out_len += (Py_ssize_t)words;
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)out, out_len * (Py_ssize_t)sizeof(int));
+done:
+    for (int k = 0; k < n_fronts; k++) PyMem_Free(fronts[k].v);
+    PyMem_Free(fronts);
+    PyMem_Free(slot);
+    PyMem_Free(held);
+    PyMem_Free(stages);
+    PyMem_Free(out);
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&ranks);
     return result;
 }
 
@@ -516,6 +881,10 @@ static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS, "Compile per-rank orders into topological rows."},
     {"critical", critical, METH_VARARGS, "Makespan and one longest path's visit counts."},
     {"generate", generate, METH_VARARGS, "A schedule's per-rank orders as int32 codes."},
+    {"prepare", prepare, METH_VARARGS, "Check a compiled schedule once and keep it."},
+    {"makespan", makespan, METH_VARARGS, "Makespan and busy times of a prepared schedule."},
+    {"critical_prepared", critical_prepared, METH_VARARGS, "critical of a prepared schedule."},
+    {"held_fronts", held_fronts, METH_VARARGS, "Each rank's fronts of held counts."},
     {NULL, NULL, 0, NULL},
 };
 

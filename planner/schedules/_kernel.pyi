@@ -29,3 +29,16 @@ def build(
     pos_out: array[int],
     peak_out: array[int],
 ) -> int: ...
+def prepare(ops: array[int], pp: int) -> object: ...
+def makespan(handle: object, dur: array[float], lag: array[float], busy: array[float]) -> float: ...
+def critical_prepared(
+    handle: object,
+    dur: array[float],
+    lag: array[float],
+    num_stages: int,
+    counts: array[int],
+    xs: array[int],
+) -> float: ...
+def held_fronts(
+    codes: array[int], offsets: array[int], pp: int, num_stages: int, rank_of: array[int]
+) -> bytes: ...

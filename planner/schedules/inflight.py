@@ -10,10 +10,12 @@ here depends only on the per-rank orders, never on durations.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from planner.memo import PerObject
+from planner.schedules import kernel
 from planner.schedules.generators import generate, peak_inflight_of, schedule_codes
 from planner.schedules.ir import ActionKind, Schedule, rank_stages, stage_to_rank
 from planner.specs.base import ScheduleName
@@ -104,8 +106,10 @@ def _covered(counts: tuple[int, ...], front: list[tuple[int, ...]]) -> bool:
     return any(all(map(operator.le, counts, q)) for q in front)
 
 
-def _front(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """The vectors no other one is >= everywhere."""
+def _front(vectors: set[tuple[int, ...]], *, maximal: bool = False) -> list[tuple[int, ...]]:
+    """The vectors no other one is >= everywhere. `maximal`: `vectors` is such a set already
+    (kernel.held_fronts' output), so with three or more chunks no vector is dropped and only
+    the order is made (most held first)."""
     if not vectors:
         return []
     width = len(next(iter(vectors)))
@@ -117,8 +121,11 @@ def _front(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
             if not kept or v[1] > kept[-1][1]:
                 kept.append(v)
         return _upper_hull(kept)
+    ordered = sorted(vectors, key=lambda x: (-sum(x), x))
+    if maximal:
+        return ordered
     kept = []
-    for v in sorted(vectors, key=lambda x: (-sum(x), x)):
+    for v in ordered:
         if not _covered(v, kept):
             kept.append(v)
     return kept
@@ -146,24 +153,27 @@ def _undominated(
     loss_fw: set[tuple[int, ...]],
     plain: dict[tuple[int, ...], tuple[int, ActionKind]],
     last: int,
+    *,
+    maximal: bool = False,
 ) -> tuple[HeldPoint, ...]:
     """The points of one rank that no other point dominates: q dominates p when q holds at
     least as much on every stage and p's transient is at most q's whatever the transients
     (planner.cost.memory.point_transient_bytes). A backward point (B, I) is compared with its
     stage's backward points; the last stage's F (the loss temporary) also with that stage's
     backward points; a point without transient (W) with every point. With two chunks, only
-    the upper convex hull of each class is kept (_upper_hull)."""
+    the upper convex hull of each class is kept (_upper_hull). `maximal`: each class holds
+    its front already (_front)."""
     out: list[HeldPoint] = []
     kept: list[tuple[int, ...]] = []
     for s in stages:
-        front = _front(back.get(s, set()))
+        front = _front(back.get(s, set()), maximal=maximal)
         out += [HeldPoint(v, s, ActionKind.B) for v in front]
         kept += front
         if s == last:
-            fwd = [v for v in _front(loss_fw) if not _covered(v, front)]
+            fwd = [v for v in _front(loss_fw, maximal=maximal) if not _covered(v, front)]
             out += [HeldPoint(v, s, ActionKind.F) for v in fwd]
             kept += fwd
-    for v in _front(set(plain)):
+    for v in _front(set(plain), maximal=maximal):
         if not _covered(v, kept):
             out.append(HeldPoint(v, *plain[v]))
     return tuple(sorted(out, key=_point_order))
@@ -177,7 +187,47 @@ def _point_order(p: HeldPoint) -> tuple[int, int, int, tuple[int, ...]]:
 def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
     """Every rank's undominated points. An F's point is kept only on the last stage: on any
     other stage its transient is 0 and the action that follows it on the rank (a B, I or W:
-    every F precedes its own backward) runs with the same counts held."""
+    every F precedes its own backward) runs with the same counts held. The walk runs in C
+    where the kernel is built (kernel.held_fronts: each class's maximal vectors as they
+    arrive, whose front is the front of all of them), else in Python (_walk_python)."""
+    if not kernel.available():
+        return _walk_python(schedule)
+    codes, offsets = schedule_codes(schedule)
+    stage_rank = tuple(schedule.rank_of(s) for s in range(schedule.num_stages))
+    stages = rank_stages(stage_rank)
+    last = schedule.num_stages - 1
+    flat = kernel.held_fronts(codes, offsets, schedule.pp, schedule.num_stages, stage_rank).tolist()
+    out = []
+    at = 0
+    for r in range(schedule.pp):
+        width = len(stages[r])
+        back: dict[int, set[tuple[int, ...]]] = {}
+        for s in stages[r]:
+            vectors, at = _read_front(flat, at, width)
+            back[s] = {v for _, v in vectors}
+        vectors, at = _read_front(flat, at, width)
+        loss_fw = {v for _, v in vectors}
+        vectors, at = _read_front(flat, at, width)
+        plain = {v: (stage, ActionKind.W) for stage, v in vectors}
+        out.append(_undominated(stages[r], back, loss_fw, plain, last, maximal=True))
+    return tuple(out)
+
+
+def _read_front(
+    flat: Sequence[int], at: int, width: int
+) -> tuple[list[tuple[int, tuple[int, ...]]], int]:
+    """One front of kernel.held_fronts' output from position `at`: its (tag, counts) vectors
+    and the position after it."""
+    count, rec = flat[at], width + 1
+    start = at + 1
+    vectors = [
+        (flat[k], tuple(flat[k + 1 : k + rec])) for k in range(start, start + count * rec, rec)
+    ]
+    return vectors, start + count * rec
+
+
+def _walk_python(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
+    """_walk in Python: every held vector of every action into its class's set."""
     codes, offsets = schedule_codes(schedule)
     stage_rank = tuple(schedule.rank_of(s) for s in range(schedule.num_stages))
     stages = rank_stages(stage_rank)
@@ -250,7 +300,7 @@ def coheld_counts(
     stages = rank_stages(stage_rank)
     out = [0] * len(stage_rank)
     for r, pts in enumerate(points):
-        best = max(pts, key=lambda p: sum(p.counts))
+        best = max(pts, key=lambda p: p.total)
         for j, s in enumerate(stages[r]):
             out[s] = best.counts[j]
     return tuple(out)

@@ -51,6 +51,13 @@ def stage_to_rank(stage: int, *, pp: int, schedule: ScheduleName) -> int:
     return stage % pp
 
 
+@lru_cache(maxsize=1024)
+def stage_ranks(num_stages: int, *, pp: int, schedule: ScheduleName) -> tuple[int, ...]:
+    """Every stage's rank (stage_to_rank of 0 .. num_stages - 1), kept per (stages, pp,
+    schedule): the cost model builds it for every configuration it scores."""
+    return tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(num_stages))
+
+
 @lru_cache(maxsize=256)
 def rank_stages(stage_rank: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """Per rank, its stages in order (stage_rank: each stage's rank, 0 .. pp - 1): the

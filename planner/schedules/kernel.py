@@ -11,7 +11,10 @@ unless a dependency ends strictly later) gives one longest path.
 `pip install -e .`, see setup.py) when it imports, else `run_python` / `critical_python`: the
 same arithmetic in the same order, so both give bit-identical floats
 (tests/planner/schedules/test_kernel.py). The C pass is 50-100x faster; the search simulates
-thousands of partitions per configuration.
+thousands of partitions per configuration. `prepare` checks a compiled schedule's rows once
+and keeps a copy in C; `makespan` and `critical_prepared` then run over it without checking
+the rows again or writing start and end times (what the scorer and the critical-path cuts
+need), the same arithmetic again.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ try:
     from planner.schedules import _kernel
 except ImportError:  # not built (no compiler at install time): the Python loops below
     _kernel = None
+_NEWEST = ("prepare", "makespan", "critical_prepared", "held_fronts")
+if _kernel is not None and not all(hasattr(_kernel, name) for name in _NEWEST):
+    _kernel = None  # built from an older _kernel.c: the Python loops until it is rebuilt
 
 __all__ = [
     "Built",
@@ -36,8 +42,12 @@ __all__ = [
     "build",
     "build_python",
     "critical",
+    "critical_prepared",
     "critical_python",
     "flatten",
+    "held_fronts",
+    "makespan",
+    "prepare",
     "rows_of",
     "run",
     "run_python",
@@ -209,6 +219,45 @@ def critical(
     counts, xs = array("i", bytes(16 * num_stages)), array("i", bytes(4 * max(0, num_stages - 1)))
     makespan = _kernel.critical(flat, _doubles(dur), _doubles(lag), pp, num_stages, counts, xs)
     return makespan, counts.tolist(), xs.tolist()
+
+
+def prepare(flat: array[int], pp: int) -> object | None:
+    """The C kernel's checked copy of a compiled schedule (None without the kernel): `makespan`
+    and `critical_prepared` then skip re-checking its rows on every pass."""
+    return None if _kernel is None else _kernel.prepare(flat, pp)
+
+
+def makespan(
+    handle: object, dur: Sequence[float], lag: Sequence[float], pp: int
+) -> tuple[float, Sequence[float]]:
+    """(makespan, busy) of `run` over a prepared schedule, without start and end times."""
+    assert _kernel is not None
+    busy = array("d", bytes(8 * pp))
+    return _kernel.makespan(handle, _doubles(dur), _doubles(lag), busy), busy
+
+
+def critical_prepared(
+    handle: object, dur: Sequence[float], lag: Sequence[float], num_stages: int
+) -> tuple[float, list[int], list[int]]:
+    """`critical` over a prepared schedule."""
+    assert _kernel is not None
+    counts, xs = array("i", bytes(16 * num_stages)), array("i", bytes(4 * max(0, num_stages - 1)))
+    top = _kernel.critical_prepared(handle, _doubles(dur), _doubles(lag), num_stages, counts, xs)
+    return top, counts.tolist(), xs.tolist()
+
+
+def held_fronts(
+    codes: array[int], offsets: Sequence[int], pp: int, num_stages: int, rank_of: Sequence[int]
+) -> array[int]:
+    """The C walk of planner.schedules.inflight._walk over a schedule's codes: per rank, the
+    front of each stage's backward points, of the last stage's F points and of the W points
+    (with their stages), each as its length then (tag, counts) per vector (_kernel.c)."""
+    assert _kernel is not None
+    out = array("i")
+    out.frombytes(
+        _kernel.held_fronts(codes, array("i", offsets), pp, num_stages, array("i", rank_of))
+    )
+    return out
 
 
 def _doubles(values: Sequence[float]) -> array[float]:

@@ -41,6 +41,7 @@ class _Compiled:
     flat: array[int]
     rank_positions: tuple[tuple[int, ...], ...]  # per rank, topological positions in rank order
     peak_inflight: tuple[int, ...]
+    handle: object | None  # the C kernel's checked copy of `flat` (kernel.prepare), if built
 
     @cached_property
     def ops(self) -> tuple[kernel.Row, ...]:
@@ -80,6 +81,8 @@ def longest_path(
     its visits per duration slot (kind-major: F, B, I, W, one per stage) and per boundary."""
     c = _compile(schedule)
     durtab, lagtab = _tables(durations, schedule.num_stages)
+    if c.handle is not None and kernel.available():
+        return kernel.critical_prepared(c.handle, durtab, lagtab, schedule.num_stages)
     rows = None if kernel.available() else c.ops
     return kernel.critical(c.flat, durtab, lagtab, schedule.pp, schedule.num_stages, rows)
 
@@ -100,7 +103,8 @@ def _build(schedule: Schedule) -> _Compiled:
         execution_order(schedule)  # raises DeadlockError: who waits for what, and the grid
         raise DeadlockError(f"schedule cannot complete:\n{format_grid(schedule)}")
     rank_positions = tuple(built.positions[offsets[r] : offsets[r + 1]] for r in range(pp))
-    return _Compiled(built.flat, rank_positions, built.peak_inflight)
+    handle = kernel.prepare(built.flat, pp)
+    return _Compiled(built.flat, rank_positions, built.peak_inflight, handle)
 
 
 def _tables(durations: StageDurations, stages: int) -> tuple[array[float], array[float]]:
@@ -176,18 +180,19 @@ def _run(
 ) -> SimResult:
     """`simulate` from the kernel's tables (stage_tables)."""
     c = _compile(schedule)
-    rows = None if kernel.available() else c.ops
-    step_s, start, end, busy = kernel.run(c.flat, durtab, lagtab, schedule.pp, rows)
+    timeline: tuple[tuple[TimedAction, ...], ...] = ()
+    if c.handle is not None and kernel.available() and not with_timeline:
+        step_s, busy = kernel.makespan(c.handle, durtab, lagtab, schedule.pp)
+    else:
+        rows = None if kernel.available() else c.ops
+        step_s, start, end, busy = kernel.run(c.flat, durtab, lagtab, schedule.pp, rows)
+        if with_timeline:
+            timeline = tuple(
+                tuple(TimedAction(a, start[i], end[i]) for a, i in zip(order, pos, strict=True))
+                for order, pos in zip(schedule.orders, c.rank_positions, strict=True)
+            )
     idle_s = sum(step_s - b for b in busy)
     bubble = idle_s / (schedule.pp * step_s) if step_s > 0 else 0.0
-    timeline = (
-        tuple(
-            tuple(TimedAction(a, start[i], end[i]) for a, i in zip(order, positions, strict=True))
-            for order, positions in zip(schedule.orders, c.rank_positions, strict=True)
-        )
-        if with_timeline
-        else ()
-    )
     return SimResult(
         step_time_s=step_s,
         timeline=timeline,

@@ -21,6 +21,8 @@ from planner.schedules import (
     coheld_counts,
     generate,
     held_points_of,
+    inflight,
+    kernel,
     peak_inflight,
     rank_held_points,
     rank_stages,
@@ -171,3 +173,27 @@ def test_w_points_carry_no_transient_and_f_only_the_loss() -> None:
                 assert t == (2.0 if p.stage == 3 else 0.0)
             else:
                 assert t == 5.0
+
+
+@pytest.mark.parametrize(
+    ("name", "pp", "vpp", "m"),
+    [
+        ("gpipe", 3, 1, 5),
+        ("1f1b", 4, 1, 9),
+        ("zb-h1", 4, 1, 8),
+        ("zbv", 3, 2, 7),
+        ("zbv", 5, 2, 12),
+        ("interleaved-1f1b", 2, 2, 6),
+        ("interleaved-1f1b", 3, 3, 9),
+        ("interleaved-1f1b", 4, 4, 8),
+        ("interleaved-1f1b", 2, 7, 14),
+    ],
+)
+def test_the_c_walk_keeps_the_python_walks_points(name: str, pp: int, vpp: int, m: int) -> None:
+    """The C walk (kernel.held_fronts, fronts kept as the actions arrive) gives the points of
+    the Python walk over every held vector, in the same order, with the same stages."""
+    if not kernel.available():
+        pytest.skip("the C kernel was not built")
+    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
+    assert inflight._walk(sched) == inflight._walk_python(sched)
+    assert all(len(points) >= 1 for points in inflight._walk(sched))

@@ -76,6 +76,12 @@ def test_kernel_matches_python(name: str, pp: int, vpp: int, m: int, ties: bool)
         got = kernel.critical(flat, dur, lag, pp, sched.num_stages)
         assert got == kernel.critical_python(rows, dur, lag, pp, sched.num_stages)
         assert got[0] == want[0] == max(want[2])
+        # the prepared (checked-once) passes: the same makespan, busy times and path
+        handle = kernel.prepare(flat, pp)
+        durs, lags = array("d", dur), array("d", lag)
+        top, busy_prepared = kernel.makespan(handle, durs, lags, pp)
+        assert (top, list(busy_prepared)) == (want[0], want[3])
+        assert kernel.critical_prepared(handle, durs, lags, sched.num_stages) == got
 
 
 @pytest.mark.parametrize(("name", "pp", "vpp", "m"), CASES)
@@ -101,6 +107,24 @@ def test_kernel_rejects_a_dependency_on_a_later_action() -> None:
     out = array("d", bytes(16))
     with pytest.raises(ValueError, match="out of range"):
         _kernel.run(bad, array("d", [1.0]), array("d", [0.0]), 1, out, out, array("d", [0.0]))
+
+
+def test_prepared_kernel_refuses_bad_rows_and_short_tables() -> None:
+    if not kernel.available():
+        pytest.skip("the C kernel was not built")
+    bad = array("i", [0, 0, 1, 0, -1, 0, 0, 0, -1, 0, -1, 0])  # row 0 waits on row 1
+    with pytest.raises(ValueError, match="out of range"):
+        kernel.prepare(bad, 1)
+    _, flat = compiled_rows(generate("zb-h1", pp=3, vpp=1, num_microbatches=3))  # reads W slots
+    handle = kernel.prepare(flat, 3)
+    with pytest.raises(ValueError, match="too short"):
+        kernel.makespan(handle, array("d", [1.0] * 11), array("d", [0.0] * 3), 3)
+    with pytest.raises(ValueError, match="too short"):
+        kernel.critical_prepared(handle, array("d", [1.0] * 12), array("d", [0.0]), 3)
+    with pytest.raises(ValueError, match="bad output"):
+        kernel.critical_prepared(handle, array("d", [1.0] * 12), array("d", [0.0] * 3), 2)
+    with pytest.raises(ValueError):
+        kernel.makespan(object(), array("d", [1.0] * 12), array("d", [0.0] * 3), 3)
 
 
 def _codes(sched: Schedule) -> tuple[array[int], list[int], list[int]]:

@@ -5,8 +5,17 @@ constant (bench/calibrate.py --split / --loo; docs/cost-model.md §5)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from bench.calibrate import leave_one_out, split_fit, table1_observations
+from bench.megatron_table1 import DEFAULT_CASES
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY
+
+pytestmark = pytest.mark.skipif(
+    not Path(DEFAULT_CASES).exists(), reason="../shared/cases is not next to this checkout"
+)
 
 FIT = ["matmul_fraction", "hbm_fraction", "link_fraction"]
 

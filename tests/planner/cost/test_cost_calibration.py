@@ -4,13 +4,20 @@ five-smallest -> five-largest is measured against the shipped defaults."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.calibrate import split_fit, table1_observations
+from bench.megatron_table1 import DEFAULT_CASES
 from planner.calibrate import Measured, NotDetermined, Observation, calibrate, predict_all
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.cost import evaluate
 from planner.specs import Candidate, ClusterSpec, ModelArch, PlanRequest, TrainingSpec
+
+needs_table1 = pytest.mark.skipif(
+    not Path(DEFAULT_CASES).exists(), reason="../shared/cases is not next to this checkout"
+)
 
 GPT = ModelArch(
     family="gpt", num_layers=16, hidden_size=4096, num_attention_heads=32, vocab_size=51200
@@ -98,6 +105,7 @@ def test_refuses_observations_on_two_gpu_types() -> None:
 
 
 @pytest.mark.slow
+@needs_table1
 def test_table1_refit_on_all_rows_reproduces_the_shipped_matmul_fraction() -> None:
     obs = table1_observations()
     cal = calibrate(obs, names=("matmul_fraction",))
@@ -109,12 +117,14 @@ def test_table1_refit_on_all_rows_reproduces_the_shipped_matmul_fraction() -> No
 
 
 @pytest.mark.slow
+@needs_table1
 def test_table1_all_four_constants_from_five_rows_is_refused() -> None:
     with pytest.raises(NotDetermined):
         calibrate(table1_observations()[:5])
 
 
 @pytest.mark.slow
+@needs_table1
 def test_table1_split_five_smallest_predict_the_five_largest() -> None:
     out = split_fit(table1_observations(), ["matmul_fraction"])
     fitted, default = out["fitted_on_small"], out["default"]

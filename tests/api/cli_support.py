@@ -65,15 +65,18 @@ def write_json(path: Path, doc: Any) -> str:
     return str(path)
 
 
-def run_on_terminal(args: list[str], timeout_s: float = 120.0) -> tuple[int, str, str]:
-    """`meshplan ARGS` with stderr on a pseudo-terminal: (exit code, stdout, terminal text)."""
+def run_on_terminal(
+    args: list[str], timeout_s: float = 120.0, columns: int = 160
+) -> tuple[int, str, str]:
+    """`meshplan ARGS` with stderr on a pseudo-terminal `columns` wide: (exit code, stdout,
+    terminal text)."""
     import pty
     import threading
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         [*meshplan_argv(), *args],
-        env=cli_env(TERM="xterm", COLUMNS="160"),
+        env=cli_env(TERM="xterm", COLUMNS=str(columns)),
         stdout=subprocess.PIPE,
         stderr=slave,
         stdin=subprocess.DEVNULL,

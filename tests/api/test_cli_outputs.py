@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import threading
 from pathlib import Path
 
-from cli_support import cli_env, meshplan, meshplan_argv, write_json
+import cli_support
+from cli_support import meshplan, write_json
 from svc_factories import tiny_request
 
 BUBBLE = ["bubble", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8"]
@@ -49,35 +46,7 @@ def test_launch_output_folder_is_one_line(tmp_path: Path) -> None:
 
 
 def run_on_terminal(args: list[str]) -> tuple[int, str, str]:
-    """`meshplan ARGS` with stderr on a pseudo-terminal: (exit code, stdout, terminal text)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [*meshplan_argv(), *args],
-        env=cli_env(TERM="xterm", COLUMNS="100"),
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                data = os.read(master, 4096)
-            except OSError:  # the child closed the terminal
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    stdout, _ = proc.communicate(timeout=120)
-    reader.join(timeout=10)
-    os.close(master)
-    return proc.returncode, stdout, b"".join(chunks).decode(errors="replace")
+    return cli_support.run_on_terminal(args, columns=100)
 
 
 def test_search_progress_on_a_terminal_only(tmp_path: Path) -> None:

@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
-import socket
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -57,6 +55,7 @@ from planner.specs.cluster import ClusterSpec  # noqa: E402
 from planner.specs.model import ModelArch, ModelProfile  # noqa: E402
 from planner.specs.request import Candidate, Constraints, PlanRequest, ProfileRef  # noqa: E402
 from planner.specs.training import TrainingSpec  # noqa: E402
+from profiler.forked import run_plan_forked  # noqa: E402
 
 SEQ = 64
 MBS = 2
@@ -130,31 +129,6 @@ def request_for(prof: ModelProfile, config: Config) -> PlanRequest:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _worker(rank: int, world: int, port: int, argv: list[str]) -> None:
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        OMP_NUM_THREADS="1",
-    )
-    import torch
-
-    torch.set_num_threads(1)
-    from profiler.run_plan import main
-
-    raise SystemExit(main(argv))
-
-
 def run_forked(
     plan: Plan, workdir: Path, *, steps: int, warmup: int, timeout_s: float = 300
 ) -> RunReport:
@@ -166,22 +140,7 @@ def run_forked(
         "--plan", str(plan_path), "--steps", str(steps), "--warmup", str(warmup),
         "--report", str(report_path), "--quiet",
     ]  # fmt: skip
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["profiler.run_plan"])
-    port = _free_port()
-    procs = [
-        ctx.Process(target=_worker, args=(r, plan.num_gpus, port, argv))
-        for r in range(plan.num_gpus)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout_s)
-    codes = [p.exitcode for p in procs]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
+    codes = run_plan_forked(plan.num_gpus, argv, timeout_s=timeout_s)
     if any(c != 0 for c in codes):
         raise RuntimeError(f"runner processes exited with {codes} (None: timed out)")
     return RunReport.model_validate_json(report_path.read_text())

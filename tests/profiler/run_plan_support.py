@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +18,7 @@ from planner.specs.cluster import ClusterSpec
 from planner.specs.model import ModelArch
 from planner.specs.request import Candidate, PlanRequest, StageSpec
 from planner.specs.training import TrainingSpec
+from profiler.forked import free_port, run_plan_forked
 from profiler.models import build_model
 from profiler.run_plan import make_optimizer, synthetic_batch
 from profiler.runner.tied import EMBEDDING, OUTPUT
@@ -63,13 +62,6 @@ def make_plan(
     return fixed_plan(request, candidate)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "TORCHELASTIC"))}
     env["OMP_NUM_THREADS"] = "1"
@@ -107,22 +99,6 @@ def run_torchrun(
     return grads
 
 
-def _worker(rank: int, world: int, port: int, argv: list[str]) -> None:
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        OMP_NUM_THREADS="1",
-    )
-    torch.set_num_threads(1)
-    from profiler.run_plan import main
-
-    raise SystemExit(main(argv))
-
-
 def run_forked(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 120) -> Path:
     """Run the runner's `main` in `plan.num_gpus` processes, as torchrun would (same
     environment variables), forked from a server that has imported torch once: each run then
@@ -134,22 +110,7 @@ def run_forked(plan: Plan, tmp: Path, *extra: str, timeout_s: float = 120) -> Pa
         "--plan", str(plan_path), "--steps", "1", "--warmup", "0",
         "--dump-grads", str(grads), "--quiet", "--optimizer", "sgd", *extra,
     ]  # fmt: skip
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["profiler.run_plan"])
-    port = free_port()
-    procs = [
-        ctx.Process(target=_worker, args=(r, plan.num_gpus, port, argv))
-        for r in range(plan.num_gpus)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout_s)
-    codes = [p.exitcode for p in procs]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
+    codes = run_plan_forked(plan.num_gpus, argv, timeout_s=timeout_s)
     if any(c != 0 for c in codes):
         raise AssertionError(f"runner processes exited with {codes} (None: timed out)")
     return grads

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from planner.specs.base import RECOMPUTE_MODES, Frozen, RecomputeMode, ScheduleName
+from planner.specs.base import RECOMPUTE_MODES, CpComm, Frozen, RecomputeMode, ScheduleName
 from planner.specs.model import ModelArch
 from planner.specs.request import Candidate, PlanRequest, StageSpec
 
@@ -124,7 +124,7 @@ class Plan(Frozen):
         exclude_if=_is_one,
         description="context parallel: each rank holds 2 of the 2 cp chunks of every sequence",
     )
-    cp_comm: Literal["p2p", "all_gather"] = Field(
+    cp_comm: CpComm = Field(
         default="p2p",
         exclude_if=lambda v: v == "p2p",
         description="how cp ranks exchange K/V: a ring of p2p sends, or an all-gather",

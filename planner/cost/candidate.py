@@ -75,11 +75,18 @@ def check_candidate(
     src = source if source is not None else resolve_costs(request)
     c = candidate
     n = request.cluster.num_gpus
-    if c.tp * c.pp * c.dp != n:
+    if c.world_size != n:
+        cp = f" * cp({c.cp})" if c.cp > 1 else ""
         raise SpecError(
-            "candidate.tp*pp*dp",
-            c.tp * c.pp * c.dp,
-            f"tp({c.tp}) * pp({c.pp}) * dp({c.dp}) = {c.tp * c.pp * c.dp} != cluster.num_gpus({n})",
+            "candidate.tp*cp*pp*dp" if c.cp > 1 else "candidate.tp*pp*dp",
+            c.world_size,
+            f"tp({c.tp}){cp} * pp({c.pp}) * dp({c.dp}) = {c.world_size} != cluster.num_gpus({n})",
+        )
+    if c.cp > 1 or c.ep > 1 or c.etp > 1:
+        raise SpecError(
+            "candidate.cp" if c.cp > 1 else "candidate.ep" if c.ep > 1 else "candidate.etp",
+            max(c.cp, c.ep, c.etp),
+            "context and expert parallelism are not yet costed (issue #19)",
         )
     arch = request.arch
     if arch is not None:

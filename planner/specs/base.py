@@ -18,6 +18,8 @@ Dtype = Literal["bf16", "fp16", "fp32"]
 DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 Framework = Literal["meshplan", "megatron", "torchtitan", "deepspeed"]
+# How context-parallel ranks exchange keys and values: a ring of p2p sends, or an all-gather.
+CpComm = Literal["p2p", "all_gather"]
 
 
 class Frozen(BaseModel):

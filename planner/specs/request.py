@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from planner.catalog.efficiency import Efficiency
-from planner.specs.base import SCHEDULES, Framework, Frozen, RecomputeMode, ScheduleName
+from planner.specs.base import SCHEDULES, CpComm, Framework, Frozen, RecomputeMode, ScheduleName
 from planner.specs.cluster import ClusterSpec
 from planner.specs.limits import BOUNDS as B
 from planner.specs.limits import TEXT
@@ -55,6 +55,14 @@ ModelSpec = Annotated[
 ]
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_one(value: object) -> bool:
+    return value == 1
+
+
 class Constraints(Frozen):
     """Narrow the search space. Every field is optional."""
 
@@ -83,8 +91,22 @@ class Constraints(Frozen):
     framework: Framework | None = Field(
         default=None, description="consider only plans this framework can run"
     )
+    # Context and expert parallel degrees (docs/moe.md). Left out of the JSON when unset, so
+    # requests made before they existed keep their hash and their cached plans.
+    cp: tuple[int, ...] | None = Field(
+        default=None, exclude_if=_is_none, description="context parallel degrees to consider"
+    )
+    cp_comm: tuple[CpComm, ...] | None = Field(
+        default=None, exclude_if=_is_none, description="K/V exchanges of cp to consider"
+    )
+    ep: tuple[int, ...] | None = Field(
+        default=None, exclude_if=_is_none, description="expert parallel degrees to consider"
+    )
+    etp: tuple[int, ...] | None = Field(
+        default=None, exclude_if=_is_none, description="expert tensor parallel degrees"
+    )
 
-    @field_validator("tp", "pp", "dp", "vpp", "micro_batch_sizes")
+    @field_validator("tp", "pp", "dp", "vpp", "micro_batch_sizes", "cp", "ep", "etp")
     @classmethod
     def _positive(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
         if v is not None:
@@ -104,7 +126,7 @@ class Constraints(Frozen):
                 raise ValueError(f"ZeRO stages are 0, 1, 2 or 3; got {list(v)}")
         return v
 
-    @field_validator("schedules", "recompute")
+    @field_validator("schedules", "recompute", "cp_comm")
     @classmethod
     def _nonempty(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if v is not None and not v:
@@ -272,6 +294,17 @@ class Candidate(Frozen):
     tp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
     dp: int = Field(default=1, gt=0)
+    # Context and expert parallelism fold as in Megatron-Core (docs/moe.md): attention and
+    # dense layers on tp x cp x dp x pp GPUs, expert layers on etp x ep x edp x pp of the same
+    # GPUs. Left out of the JSON at their defaults, so candidates without them hash as before.
+    cp: int = Field(default=1, gt=0, exclude_if=_is_one, description="context parallel")
+    cp_comm: CpComm = Field(
+        default="p2p",
+        exclude_if=lambda v: v == "p2p",
+        description="how cp ranks exchange K/V: a ring of p2p sends, or an all-gather",
+    )
+    ep: int = Field(default=1, gt=0, exclude_if=_is_one, description="expert parallel")
+    etp: int = Field(default=1, gt=0, exclude_if=_is_one, description="expert tensor parallel")
     vpp: int = Field(default=1, gt=0)
     schedule: ScheduleName = "1f1b"
     micro_batch_size: int = Field(default=1, gt=0)
@@ -292,6 +325,13 @@ class Candidate(Frozen):
             )
         if self.sequence_parallel and self.tp == 1:
             raise ValueError(f"sequence_parallel=True needs tp > 1, got tp={self.tp}")
+        dense = self.tp * self.cp * self.dp
+        if dense % (self.etp * self.ep):
+            raise ValueError(
+                f"etp*ep = {self.etp}*{self.ep} = {self.etp * self.ep} must divide "
+                f"tp*cp*dp = {self.tp}*{self.cp}*{self.dp} = {dense} (the expert layers' "
+                f"etp*ep*edp uses the attention layers' GPUs)"
+            )
         if self.zero_stage >= 2 and self.pp > 1:
             raise ValueError(
                 f"zero_stage={self.zero_stage} needs pp=1 (gradients and parameters are "
@@ -321,7 +361,12 @@ class Candidate(Frozen):
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def edp(self) -> int:
+        """Expert data parallel: the replicas of each expert, tp*cp*dp / (etp*ep)."""
+        return self.tp * self.cp * self.dp // (self.etp * self.ep)
 
     def num_microbatches(self, global_batch_size: int) -> int:
         per = self.dp * self.micro_batch_size

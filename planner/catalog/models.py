@@ -302,7 +302,11 @@ def analytic_work(
     micro_batch_size: int,
     tp: int,
     sequence_parallel: bool,
+    cp: int = 1,
+    ep: int = 1,
+    etp: int = 1,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    routing: RoutingTerms = DEFAULT_ROUTING,
 ) -> dict[str, LayerWork]:
     """The named parts (GEMMs by kind, attention, element-wise) behind `analytic_costs`'
     times, per layer kind: what bench/cost_breakdown.py shows."""
@@ -313,6 +317,7 @@ def analytic_work(
         micro_batch_size=micro_batch_size,
         tp=tp,
         sequence_parallel=sequence_parallel,
+        cp=cp,
     )
     fam = arch.family
     out = {EMBEDDING: embedding_work(x, fam, gpu, efficiency)}
@@ -322,7 +327,9 @@ def analytic_work(
         for i in range(arch.num_layers):
             kind = decoder_kind(arch, i)
             if kind not in out:
-                out[kind] = general_decoder_work(arch, i, x, gpu=gpu, eff=efficiency)
+                out[kind] = general_decoder_work(
+                    arch, i, x, gpu=gpu, eff=efficiency, ep=ep, etp=etp, routing=routing
+                )
     out[HEAD] = head_work(x, fam, gpu, efficiency)
     return out
 

@@ -13,8 +13,9 @@ rank's view of an MoE layer, with T_loc = b * s / cp the tokens of its sequence 
   experts `load_imbalance` times that (capped by a capacity factor): the grouped GEMMs
   [rows, h] x [h, m_in * f_e / etp] and [rows, f_e / etp] x [f_e / etp, h], E / ep of each
   (Megatron-Core's grouped GEMM; GShard, Lepikhin et al. 2020 §2.2);
-- dispatch and combine are all-to-alls over ep of T_r * k token copies of h elements, in the
-  forward and again in the backward (Megatron-Core's alltoall token dispatcher); with
+- dispatch and combine are all-to-alls over ep of T_r * k token copies of h elements (the
+  busiest rank receiving `load_imbalance` times that), in the forward and again in the
+  backward (Megatron-Core's alltoall token dispatcher); with
   etp > 1 the received rows are all-gathered over etp before the experts and reduce-scattered
   after (planner.cost.inputs times them);
 - the shared experts (DeepSeekMoE §3.2) are a dense tp-parallel MLP of n_s x f_e on T_loc
@@ -113,8 +114,10 @@ class ExpertShape:
         return self.local_experts * per_expert / self.etp
 
     def dispatch_bytes(self, hidden: int, element_bytes: int) -> float:
-        """Token copies the rank routes, T_r k h d: one all-to-all's input."""
-        return float(self.routed_tokens * self.top_k * hidden * element_bytes)
+        """What the busiest rank moves in one all-to-all: every rank sends its T_r k token
+        copies of h elements, and the busiest receives load_imbalance x as many (an
+        all-to-all ends when its busiest receiver has its data): load_imbalance T_r k h d."""
+        return self.load_imbalance * self.routed_tokens * self.top_k * hidden * element_bytes
 
     def gathered_bytes(self, hidden: int, element_bytes: int) -> float:
         """Rows the rank's experts process (after the etp all-gather), x h x d."""

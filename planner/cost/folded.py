@@ -16,8 +16,8 @@ Context parallelism, per attention layer and micro-batch, S = the K and V a rank
 - `all_gather` (Llama 3, Dubey et al. 2024 §3.3.2: K and V all-gathered, then the local
   queries' attention): forward all_gather(cp S) before the core, not overlapped; backward
   the all-gather again and the reduce-scatter of dK, dV: twice that.
-Expert parallelism, per MoE layer and micro-batch, D = the token copies a rank routes
-(LayerCost.ep_dispatch_bytes): dispatch and combine all-to-alls in the forward and their
+Expert parallelism, per MoE layer and micro-batch, D = the bytes the busiest rank moves
+(LayerCost.ep_dispatch_bytes: its token copies x the load imbalance): dispatch and combine all-to-alls in the forward and their
 reverses in the backward (Megatron-Core's alltoall token dispatcher), not overlapped with
 compute (its `--moe-shared-expert-overlap` and DeepEP overlaps are not modelled). With etp
 > 1 the rows a rank's experts process (LayerCost.etp_gather_bytes) are all-gathered over

@@ -342,8 +342,8 @@ class LayerCost(Frozen):
         ge=0,
         le=B.measured_bytes,
         exclude_if=_is_zero,
-        description="token copies one rank routes, bytes (one all-to-all's input; 4 per "
-        "MoE layer and micro-batch)",
+        description="bytes the busiest rank moves in one of an MoE layer's all-to-alls "
+        "(4 per micro-batch): its token copies x the load imbalance",
     )
     etp_gather_bytes: float = Field(
         default=0,

@@ -96,8 +96,8 @@ def test_a_tiny_moe_layer_by_hand() -> None:
     # the router (64*4), attention (4*64*64), the shared expert (3*64*32), two RMSNorms
     dense = 64 * 4 + 4 * 64 * 64 + 3 * 64 * 32 + 2 * 64
     assert moe.param_count == dense + 2 * 3 * 64 * 32
-    # one all-to-all's input: 16 tokens x top-2 x 64 x 2 bytes
-    assert moe.ep_dispatch_bytes == 16 * 2 * 64 * 2
+    # one all-to-all: 16 tokens x top-2 x 64 x 2 bytes, the busiest rank receiving 1.25 x
+    assert moe.ep_dispatch_bytes == 1.25 * 16 * 2 * 64 * 2
     assert moe.etp_gather_bytes == 0
     # etp = 2: each local expert has 16 of its 32 columns and receives the copies of the
     # etp x ep = 4 ranks: 16*2*4/4 = 32 rows, x 1.25 on the busiest rank = 40 rows per

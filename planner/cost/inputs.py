@@ -37,7 +37,7 @@ from planner.catalog.efficiency import Efficiency
 from planner.catalog.models import HEAD
 from planner.cost.candidate import check_candidate
 from planner.cost.comm import all_reduce_s, p2p_s, pp_link, tp_link
-from planner.cost.folded import cp_times, ep_time, folded_links
+from planner.cost.folded import cp_times, ep_time, folded_buffer_bytes, folded_links
 from planner.cost.memory import (
     DEFAULT_MEMORY_TERMS,
     MemoryTerms,
@@ -227,6 +227,9 @@ def build_inputs(
     buffers = buffer_bytes(
         boundary_bytes=sent_boundary, full_activation_bytes=full_act, pp=pp, tp=tp
     )
+    exchange = folded_buffer_bytes(costs, folded)
+    if exchange:
+        buffers += exchange
     allowed = request.constraints.recompute or RECOMPUTE_MODES
     loss = 0.0
     if memory_terms.loss_temporary and arch is not None and src.layers[-1].kind == HEAD:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from planner.catalog.models import analytic_profile
+from planner.catalog.models import PRESETS, analytic_profile
 from planner.cost import build_inputs, check_candidate, evaluate, fixed_plan, resolve_costs
 from planner.cost.folded import cp_times, ep_time, folded_links
 from planner.errors import SpecError
@@ -178,3 +178,14 @@ def test_a_fixed_plan_carries_the_folded_degrees() -> None:
     assert (plan.cp, plan.cp_comm, plan.ep, plan.etp) == (2, "all_gather", 4, 2)
     back = plan.candidate()
     assert (back.cp, back.cp_comm, back.ep, back.etp) == (2, "all_gather", 4, 2)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_evaluates_with_every_degree_folded(name: str) -> None:
+    """tp 2 x cp 2 x dp 2 x pp 2 on 16 GPUs, the experts on ep 8 (edp 1) or ep 4 x etp 2."""
+    req = _request(PRESETS[name], gpus=16, gbs=8)
+    for ep, etp in ((8, 1), (4, 2)):
+        c = Candidate(tp=2, cp=2, dp=2, pp=2, ep=ep, etp=etp, sequence_parallel=True, zero_stage=1)
+        pred = evaluate(req, c)
+        assert pred.step_time_s > 0 and 0 < pred.mfu < 1, (name, ep, etp)
+        assert pred.peak_memory_bytes > 0

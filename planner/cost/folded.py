@@ -64,9 +64,17 @@ class FoldedLinks:
     expert_grad: Link  # edp
 
 
-def folded_links(cluster: ClusterSpec, c: Candidate, *, achieved: float) -> FoldedLinks:
-    """The links of `c`'s groups (module docstring), each at `achieved` of its bandwidth."""
+def folded_links(
+    cluster: ClusterSpec, c: Candidate, *, achieved: float, experts: bool
+) -> FoldedLinks:
+    """The links of `c`'s groups (module docstring), each at `achieved` of its bandwidth.
+    `experts`: whether the model has routed experts (their gradient group is edp). Without
+    cp, ep, etp and experts only the dense gradient link is used, and it stands in for the
+    others (cp_times and ep_time return 0 for groups of one)."""
     tp, cp = c.tp, c.cp
+    dense = strided_link(cluster, stride=tp, size=c.dp * cp).achieved(achieved)
+    if cp == 1 and c.ep == 1 and c.etp == 1 and not experts:
+        return FoldedLinks(1, c.cp_comm, 1, 1, dense, dense, 1, dense, dense, dense, dense, dense)
     return FoldedLinks(
         cp=cp,
         cp_comm=c.cp_comm,
@@ -78,7 +86,7 @@ def folded_links(cluster: ClusterSpec, c: Candidate, *, achieved: float) -> Fold
         intra=intra_link(cluster).achieved(achieved),
         inter=inter_link(cluster).achieved(achieved),
         etp_link=strided_link(cluster, stride=1, size=c.etp).achieved(achieved),
-        dense_grad=strided_link(cluster, stride=tp, size=c.dp * cp).achieved(achieved),
+        dense_grad=dense,
         expert_grad=strided_link(cluster, stride=c.etp * c.ep, size=c.edp).achieved(achieved),
     )
 

@@ -125,7 +125,9 @@ def build_inputs(
     achieved = efficiency.link_fraction  # NCCL's share of the bus bandwidth (comm.Link.achieved)
     tlink = tp_link(cluster, tp=tp).achieved(achieved)
     plink = pp_link(cluster, tp=tp, dp=dp, pp=pp).achieved(achieved)
-    folded = folded_links(cluster, c, achieved=achieved)
+    experts = src.arch is not None and src.arch.moe is not None
+    folded = folded_links(cluster, c, achieved=achieved, experts=experts)
+    exchanges = c.cp > 1 or c.ep > 1 or c.etp > 1  # cp, ep or etp communication to add
     # dense gradients are reduced over dp x cp (cp folds into the data-parallel group, as
     # Megatron-Core does), the routed experts' over edp; ZeRO shards each over its group
     dense_dp, edp = dp * c.cp, c.edp
@@ -160,10 +162,11 @@ def build_inputs(
         bw_i, bw_wt = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
         per_dir = cost.tp_comm_bytes / 2
         tp_dir = 2 * all_reduce_s(per_dir / 2, group=tp, link=tlink)
-        cp_fw, cp_bw = cp_times(cost, folded)
-        ep_dir = ep_time(cost, folded)
-        fw_comm = tp_dir + cp_fw + ep_dir if cp_fw or ep_dir else tp_dir
-        bw_comm = tp_dir + cp_bw + ep_dir if cp_bw or ep_dir else tp_dir
+        fw_comm = bw_comm = tp_dir
+        if exchanges:
+            cp_fw, cp_bw = cp_times(cost, folded)
+            ep_dir = ep_time(cost, folded)
+            fw_comm, bw_comm = tp_dir + cp_fw + ep_dir, tp_dir + cp_bw + ep_dir
         recompute_comm = fw_comm if cost.recompute_s.full > 0 else 0.0
         bw = (
             bw_i + bw_comm,

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from planner.catalog.models import PRESETS, analytic_profile
+from planner.catalog.moe_work import RoutingTerms
 from planner.cost import build_inputs, check_candidate, evaluate, fixed_plan, resolve_costs
 from planner.cost.folded import cp_times, ep_time, folded_links
 from planner.errors import SpecError
@@ -191,3 +192,11 @@ def test_every_preset_evaluates_with_every_degree_folded(name: str) -> None:
         pred = evaluate(req, c)
         assert pred.step_time_s > 0 and 0 < pred.mfu < 1, (name, ep, etp)
         assert pred.peak_memory_bytes > 0
+
+
+def test_a_source_with_more_imbalance_predicts_a_slower_moe_step() -> None:
+    req = _request(MOE)
+    c = Candidate(dp=8, ep=8)
+    even = resolve_costs(req, routing=RoutingTerms(load_imbalance=1.0))
+    skew = resolve_costs(req, routing=RoutingTerms(load_imbalance=2.0))
+    assert evaluate(req, c, source=skew).step_time_s > evaluate(req, c, source=even).step_time_s

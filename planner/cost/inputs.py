@@ -5,20 +5,25 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
   collectives each way (Megatron's f and g operators, Shoeybi et al. 2019), each a ring
   all-reduce on the TP group's link (with sequence parallel an all-gather plus a
   reduce-scatter of the same total time). Full recompute re-runs the forward's collectives.
-      fw_s[l]        = fw_s + tp_dir
-      bw_input_s[l]  = bw_input_s + recompute_s[mode] + tp_dir (+ tp_dir for `full`)
+      fw_s[l]        = fw_s + tp_dir (+ cp_fw + ep_dir)
+      bw_input_s[l]  = bw_input_s + recompute_s[mode] + tp_dir (+ cp_bw + ep_dir)
+                       (+ the forward's communication again for `full`)
       bw_weight_s[l] = bw_weight_s
+  cp_fw / cp_bw: the K/V exchange compute does not hide; ep_dir: the EP all-to-alls and the
+  etp gather of one direction (planner.cost.folded).
   For a split-backward schedule (zb-h1, zbv) bw_input_s and bw_weight_s are the layer's
   `split_costs()`: I and W as the runtime's split backward runs them, when the profile
   measured them (`LayerCost.split_bw_input_s`, `split_bw_weight_s`; profiler.layer_profiler).
 - p2p: the layer's output bytes (divided by tp with Megatron's scatter/gather optimisation,
   Narayanan 2021 §4.1, unless sequence parallel already shards it) over the pipeline link.
-- static_bytes: params + grads + optimizer state per ZeRO stage (planner.cost.memory).
+- static_bytes: params + grads + optimizer state per ZeRO stage (planner.cost.memory): the
+  dense parameters sharded by ZeRO over dp x cp, the routed experts' over edp.
 - post_s: DP gradient sync of the layer's gradients + its share of the optimizer step
   (memory-bound: bytes touched / (HBM bandwidth x the calibrated HBM fraction)), plus, for tied
   embeddings whose two copies sit on different pipeline ranks, the all-reduce of the
   embedding gradient between them (Megatron's embedding group).
-- fixed_bytes: the request's reserve + communication buffers (planner.cost.memory).
+- fixed_bytes: the request's reserve + communication buffers (planner.cost.memory, and the
+  cp / ep exchange buffers of planner.cost.folded).
 - held_points, loss_bytes, recompute_transient, fragmentation_fraction: each rank's activation
   peak over its timeline and the transients on top (planner.cost.memory.MemoryTerms).
 - action_overhead: the pipeline runtime's fixed time per F / B / I / W action, from the

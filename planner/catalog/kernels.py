@@ -119,6 +119,8 @@ def flash_attention_s(
     block then doing 2 * FLASH_BLOCK * seq * (head_dim + value_dim) FLOPs; `kernels` the
     launches the work is split into (a ring of cp steps), each paying kernel_overhead_s.
 
+    The kernel sustains the calibrated GEMM fraction of the peak, at most the GPU's
+    `flash_attention_fraction` (planner.catalog.hardware: FlashAttention-2 on Hopper).
     Work is parallel over batch x heads x query blocks of FLASH_BLOCK rows (§3.2); a query
     block does 4 * FLASH_BLOCK * seq * head_dim FLOPs forward (Q K^T and P V), half of it
     with a causal mask (blocks above the diagonal are skipped), 2.5 x that backward. Waves and
@@ -131,10 +133,13 @@ def flash_attention_s(
     else:
         per_block = 2.0 * FLASH_BLOCK * seq * (head_dim + value_dim) * (0.5 if causal else 1.0)
     factor = FLASH_BACKWARD_RATIO if backward else 1.0
+    fraction = eff.matmul_fraction
+    if gpu.flash_attention_fraction is not None:
+        fraction = min(fraction, gpu.flash_attention_fraction)
     if gpu.sm_count is None:
-        compute = blocks * per_block * factor / (gpu.peak_flops * eff.matmul_fraction)
+        compute = blocks * per_block * factor / (gpu.peak_flops * fraction)
     else:
-        per_sm = gpu.peak_flops / gpu.sm_count * eff.matmul_fraction
+        per_sm = gpu.peak_flops / gpu.sm_count * fraction
         compute = math.ceil(blocks / gpu.sm_count) * per_block * factor / per_sm
     tensors = 8.0 if backward else 4.0
     if queries is None and value_dim is None:

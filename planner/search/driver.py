@@ -140,9 +140,9 @@ class Outcome:
     time_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by time
     pending: list[list[Config]] = field(default_factory=list)  # groups not swept yet
     pending_floors: dict[int, float | None] = field(default_factory=dict)  # id(group) -> floor
-    work_kinds: dict[tuple[int, int, bool, bool], tuple[float, float]] = field(
+    work_kinds: dict[tuple[object, ...], tuple[float, float]] = field(
         default_factory=dict
-    )  # (tp, mbs, sp, split backward) -> (bounds.work_s, bounds.chain_s): _work_floor
+    )  # (tp, mbs, sp, split backward, cp, cp_comm, ep, etp) -> (work_s, chain_s): _work_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
     lower_bound_s: float | None = None
     gap: float | None = None
@@ -183,11 +183,11 @@ def run_search(
     each phase (planner.search.tuning)."""
     src = resolve_costs(request)
     num_layers = len(src.layers)
-    configs = enumerate_configs(request, num_layers=num_layers)
-    start = clock() if clock is not None else 0.0
-    split = stage_split(request)
     # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
     prune = request.search.mode != "exhaustive"
+    configs = enumerate_configs(request, num_layers=num_layers, drop_dominated=prune)
+    start = clock() if clock is not None else 0.0
+    split = stage_split(request)
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src, num_configs=len(configs))
     out.tuning = tuning
     solver_s = 0.0
@@ -201,7 +201,8 @@ def run_search(
     groups: dict[tuple[object, ...], list[Config]] = {}
     for cfg in configs:
         key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
-        groups.setdefault((*key, cfg.sequence_parallel, cfg.modes), []).append(cfg)
+        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+        groups.setdefault((*key, *folded, cfg.sequence_parallel, cfg.modes), []).append(cfg)
     # Visit groups in a cheap a-priori order (no cost model needed): the 1F1B bubble share
     # (pp - 1) / (m + pp - 1), then tensor-parallel width, ZeRO-1 before 0. The order only
     # decides what is seen first when time is short; pruning uses the floors.
@@ -342,14 +343,16 @@ def _work_floor(
 ) -> float | None:
     """A time floor of every configuration of an unswept group, cheap enough for thousands:
     bounds.time_floor_s's first two terms, the average busy time m W / pp and micro-batch 0's
-    chain, without the post term. W and the chain depend on (tp, mbs, sp) and on whether the
-    schedule splits the backward (LayerCost.split_costs), not on pp, dp or ZeRO, so one
+    chain, without the post term. W and the chain depend on (tp, mbs, sp), the folded degrees
+    (cp, cp_comm, ep, etp) and on whether the schedule splits the backward
+    (LayerCost.split_costs), not on pp, dp or ZeRO, so one
     PartitionInputs per such kind serves every group (kept in `out.work_kinds`). None if no
     member is accepted by the cost model."""
     floors = []
     for cfg in members:
         split = cfg.schedule in SPLIT_BACKWARD
-        key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split)
+        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+        key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split, *folded)
         if key not in out.work_kinds:
             least = least_inflight(cfg.schedule, cfg.pp, cfg.num_microbatches)
             try:
@@ -669,11 +672,11 @@ def _group_floors(
     memory_only: bool = False,
 ) -> tuple[float, float] | None:
     """Schedule-independent (memory, time) floors of configurations sharing (tp, pp, dp, mbs,
-    ZeRO, sp, modes), from one or two representatives (zbv puts the first and last stage on one
-    rank, which changes a tied head's bytes, so it gets its own). A time floor at or above
-    `enough_s` may be returned before its costliest part (group_time_floor_s); with
-    `memory_only`, a group over the cap gets only the cheap part (group_time_floor computes
-    the rest if explain asks)."""
+    ZeRO, cp, cp_comm, ep, etp, sp, modes), from one or two representatives (zbv puts the
+    first and last stage on one rank, which changes a tied head's bytes, so it gets its own).
+    A time floor at or above `enough_s` may be returned before its costliest part
+    (group_time_floor_s); with `memory_only`, a group over the cap gets only the cheap part
+    (group_time_floor computes the rest if explain asks)."""
     # Either floor is the same for every member of its kind (tests/planner/search/
     # test_group_floor.py), so the smallest vpp represents the non-split-backward ones.
     # A measured profile may give split-backward schedules (zb-h1, zbv) their own I and W
@@ -775,8 +778,9 @@ def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
 
 
 def _mark_dominated(entries: list[Entry]) -> None:
-    """Configurations that differ only in the ZeRO stage: drop those another one dominates
-    (typically ZeRO-0 against ZeRO-1: same times or slower, more bytes)."""
+    """Configurations that differ only in the ZeRO stage, cp's K/V exchange or the expert
+    degrees (ep, etp): drop those another one dominates (typically ZeRO-0 against ZeRO-1:
+    same times or slower, more bytes; or the costlier of p2p and all-gather)."""
     buckets: dict[tuple[object, ...], list[Entry]] = {}
     for e in entries:
         c = e.config

@@ -183,11 +183,11 @@ def run_search(
     each phase (planner.search.tuning)."""
     src = resolve_costs(request)
     num_layers = len(src.layers)
-    # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
-    prune = request.search.mode != "exhaustive"
-    configs = enumerate_configs(request, num_layers=num_layers, drop_dominated=prune)
+    configs = enumerate_configs(request, num_layers=num_layers)
     start = clock() if clock is not None else 0.0
     split = stage_split(request)
+    # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
+    prune = request.search.mode != "exhaustive"
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src, num_configs=len(configs))
     out.tuning = tuning
     solver_s = 0.0
@@ -484,6 +484,15 @@ def _sweep(
             return groups[done:]
         bound = time_bound_s(request, out)
         enough = bound * (1 - REL_TOL) if bound is not None else None
+        if prune and enough is not None:
+            # The layers' work m W / pp = b W tp cp / (mbs N) is one number per work kind
+            # (_work_floor, cached): kinds that cannot beat the incumbent (large cp on short
+            # chunks, say) are settled before the group's PartitionInputs are built.
+            work = _work_floor(request, src, out, members)
+            if work is not None and work >= enough:
+                out.group_time_pruned += len(members)
+                out.time_groups.append(MemoryGroup(members, 0.0, work))
+                continue
         floors = _group_floors(request, src, members, enough, memory_only=prune)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
@@ -778,13 +787,15 @@ def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
 
 
 def _mark_dominated(entries: list[Entry]) -> None:
-    """Configurations that differ only in the ZeRO stage, cp's K/V exchange or the expert
-    degrees (ep, etp): drop those another one dominates (typically ZeRO-0 against ZeRO-1:
-    same times or slower, more bytes; or the costlier of p2p and all-gather)."""
+    """Configurations with the same tp, pp, schedule and micro-batch count that differ in the
+    ZeRO stage, cp's K/V exchange, the expert degrees (ep, etp) or in (cp, dp, mbs): drop those
+    another one dominates (typically ZeRO-0 against ZeRO-1: same times or slower, more bytes;
+    the costlier K/V exchange; cp = c at mbs b against cp = c / g, dp g at b / g, the same
+    tokens per GPU and micro-batch without the K/V exchange's cost)."""
     buckets: dict[tuple[object, ...], list[Entry]] = {}
     for e in entries:
         c = e.config
-        key = (c.tp, c.pp, c.dp, c.vpp, c.schedule, c.micro_batch_size, c.sequence_parallel)
+        key = (c.tp, c.pp, c.vpp, c.schedule, c.num_microbatches, c.sequence_parallel)
         buckets.setdefault((*key, c.modes), []).append(e)
     for group in buckets.values():
         for i, e in enumerate(group):

@@ -22,33 +22,14 @@ cp, ep and etp):
   prices dispatch and combine on the link the ep group spans (NVLink inside a node, the
   network across), which is what "EP inside NVLink" is about, and DeepSeek-V3 trains with
   EP64 over 8 nodes.
-- Dominated context parallelism (optimal mode only; the exhaustive oracle keeps them):
-  (cp = c, dp, mbs) with g = gcd(c, mbs) > 1 is dropped when (cp = c / g, dp * g, mbs / g),
-  all else equal, is in the space. Both hold the same tokens per GPU and micro-batch and the
-  same m, the same attention FLOPs (each query still meets every earlier key of its
-  sequence: mbs s^2 / c per rank either way), the same GEMMs, activations, parameters and
-  gradient group (cp folds into dp's: cp * dp GPUs either way), while the smaller cp sends
-  K/V over a ring of c / g - 1 steps instead of c - 1 of the same chunk size, with g times
-  the attention work per step to hide it behind.
-- gpipe, 1f1b, zb-h1: vpp = 1; interleaved-1f1b: pp >= 2, vpp >= 2 and
-  m % max(1, m // pp) == 0; zbv: exactly vpp = 2. With pp = 1 the schedules coincide in time,
-  so only one is kept (1f1b when allowed: it holds one micro-batch, GPipe holds m).
-- micro-batch size divides global_batch / dp (m = global_batch / (dp * mbs)).
-- ZeRO 0 or 1; 2 and 3 only with pp = 1 (DeepSpeed refuses ZeRO-2/3 with pipelining).
-- sequence parallel whenever tp > 1 (same communication volume, less activation memory),
-  unless constraints.sequence_parallel says otherwise or the framework cannot express it.
-- recompute: per layer among the allowed modes; a single mode for all layers when
-  constraints.uniform_recompute or the framework cannot mix modes (then one configuration per
-  mode).
-Every constraint of the request, and the framework's capabilities, narrow this space: the
-capability table (planner.launch.capabilities) while enumerating, then
-`planner.launch.unsupported` on each configuration (its stage split still open), so that every
-configuration searched for a framework is one that framework can run.
+Configurations that another one dominates (every per-layer time and byte count at most its
+own: e.g. cp = c at micro-batch b against cp = c / g, dp g at b / g, which hold the same
+tokens per GPU and micro-batch and the same m) are not dropped here: the cost model decides
+whether they are (planner.search.driver._mark_dominated compares their PartitionInputs).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import get_args
 
@@ -159,11 +140,8 @@ def stage_split(request: PlanRequest) -> StageSplit:
     return capabilities(fw).stage_split if fw is not None else "any"
 
 
-def enumerate_configs(
-    request: PlanRequest, *, num_layers: int, drop_dominated: bool = False
-) -> list[Config]:
-    """Every configuration the request allows, in a fixed order; `drop_dominated` leaves out
-    the dominated context-parallel ones (module docstring; the optimal mode's choice)."""
+def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
+    """Every configuration the request allows, in a fixed order."""
     cons, cluster = request.constraints, request.cluster
     caps = capabilities(cons.framework) if cons.framework is not None else None
     n, per_node = cluster.num_gpus, cluster.gpus_per_node
@@ -239,9 +217,9 @@ def enumerate_configs(
                                                     etp=etp,
                                                 )
                                             )
-    if cons.framework is not None:
-        out = [c for c in out if not _unsupported(request, c)]
-    return _drop_dominated_cp(out) if drop_dominated else out
+    if cons.framework is None:
+        return out
+    return [c for c in out if not _unsupported(request, c)]
 
 
 def _in_node(degree: int, n: int, per_node: int, cons: Constraints) -> bool:
@@ -300,26 +278,6 @@ def _expert_degrees(
             if etp > 1 and caps is not None and not caps.expert_tensor_parallel:
                 continue
             out.append((ep, etp))
-    return out
-
-
-def _drop_dominated_cp(configs: list[Config]) -> list[Config]:
-    """Without the (cp, dp, mbs) = (c, d, b) configurations that (c / g, d g, b / g), g =
-    gcd(c, b) > 1, dominates (module docstring), where that one is in `configs`."""
-
-    def key(c: Config, cp: int, dp: int, mbs: int) -> tuple[object, ...]:
-        return (
-            c.tp, cp, c.pp, dp, c.ep, c.etp, c.vpp, c.schedule, mbs, c.num_microbatches,
-            c.zero_stage, c.sequence_parallel, c.cp_comm if cp > 1 else "p2p", c.modes,
-        )  # fmt: skip
-
-    present = {key(c, c.cp, c.dp, c.micro_batch_size) for c in configs}
-    out = []
-    for c in configs:
-        g = math.gcd(c.cp, c.micro_batch_size)
-        if g > 1 and key(c, c.cp // g, c.dp * g, c.micro_batch_size // g) in present:
-            continue
-        out.append(c)
     return out
 
 

@@ -126,27 +126,6 @@ def test_constraints_pin_the_exchange() -> None:
     assert {c.cp_comm for c in configs if c.cp > 1} == {"all_gather"}
 
 
-def test_dominated_context_parallelism_is_dropped_only_when_asked() -> None:
-    # batch 4, mbs 1 or 2. (tp 1, cp 2, pp 2, dp 1, mbs 2) has m = 2, as (cp 1, dp 2, mbs 1)
-    # does: the same tokens per GPU and micro-batch (2 sequences of 6 vs 1 of 12), so it goes.
-    # (cp 2, mbs 1) has no such partner (mbs 1/2) and stays.
-    req = request(TINY, micro_batch_sizes=[1, 2], cp_comm=["p2p"], tp=[1], pp=[2])
-    every = enumerate_configs(req, num_layers=LAYERS)
-    kept = enumerate_configs(req, num_layers=LAYERS, drop_dominated=True)
-
-    def rows(cs: list[Config]) -> list[tuple[int, int, int]]:
-        return sorted((c.cp, c.dp, c.micro_batch_size) for c in cs)
-
-    assert rows(every) == [(1, 2, 1), (1, 2, 2), (2, 1, 1), (2, 1, 2)]
-    assert rows(kept) == [(1, 2, 1), (1, 2, 2), (2, 1, 1)]
-    # with dp pinned to 1 the partner is not in the space: nothing is dropped
-    alone = request(TINY, micro_batch_sizes=[1, 2], cp_comm=["p2p"], tp=[1], pp=[2], dp=[1])
-    assert rows(enumerate_configs(alone, num_layers=LAYERS, drop_dominated=True)) == [
-        (2, 1, 1),
-        (2, 1, 2),
-    ]
-
-
 def test_frameworks_narrow_cp_ep_and_etp() -> None:
     wide = {**NARROW, "schedules": None, "zero_stages": None}
 

@@ -144,6 +144,10 @@ def _is_none(value: object) -> bool:
     return value is None
 
 
+def _is_zero(value: float) -> bool:
+    return value == 0
+
+
 class ModelArch(Frozen):
     """A built-in model family's shapes (Megatron GPT or Llama), optionally with
     mixture-of-experts layers (`moe`), a head size other than hidden / heads (`head_dim`),
@@ -302,6 +306,54 @@ class LayerCost(Frozen):
         description="W as a split-backward schedule runs it (None: bw_weight_s)",
     )
 
+    # Context and expert parallelism (docs/moe.md; the analytic catalog fills them, a measured
+    # profile leaves them at 0). Left out of the JSON at 0, so profiles keep their hashes.
+    expert_param_count: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="the routed experts' share of param_count (sharded over ep x etp, "
+        "gradients reduced over edp)",
+    )
+    cp_kv_bytes: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="K and V one context-parallel rank holds (one ring step's send)",
+    )
+    attention_fw_s: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_s,
+        exclude_if=_is_zero,
+        description="the attention core's share of fw_s (what a cp ring step overlaps)",
+    )
+    attention_bw_s: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_s,
+        exclude_if=_is_zero,
+        description="the attention core's share of bw_input_s",
+    )
+    ep_dispatch_bytes: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="bytes the busiest rank moves in one of an MoE layer's all-to-alls "
+        "(4 per micro-batch): its token copies x the load imbalance",
+    )
+    etp_gather_bytes: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="rows one rank's local experts process, bytes (all-gathered over etp "
+        "before them, reduce-scattered after)",
+    )
+
     @property
     def bw_s(self) -> float:
         return self.bw_input_s + self.bw_weight_s
@@ -313,7 +365,8 @@ class LayerCost(Frozen):
         return i, w
 
     def times_scaled(self, k: float) -> LayerCost:
-        """Every compute time (fw, bw, recompute, split I / W) times k; bytes and FLOPs kept."""
+        """Every compute time (fw, bw, recompute, split I / W, the attention core's share)
+        times k; bytes and FLOPs kept."""
         r = self.recompute_s
 
         def opt(x: float | None) -> float | None:
@@ -329,6 +382,8 @@ class LayerCost(Frozen):
                 ),
                 "split_bw_input_s": opt(self.split_bw_input_s),
                 "split_bw_weight_s": opt(self.split_bw_weight_s),
+                "attention_fw_s": self.attention_fw_s * k,
+                "attention_bw_s": self.attention_bw_s * k,
             }
         )
 

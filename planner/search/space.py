@@ -10,6 +10,8 @@ cp, ep and etp):
   Megatron's validate_args); with cp > 1 one configuration per allowed K/V exchange
   (cp_comm, `p2p` ring or `all_gather`): the cost model prices both, the search keeps the
   faster. cp may span nodes (Llama 3 405B: TP8 fills the node, CP16 crosses it).
+- cp, ep and etp stay 1 for a model given by a measured profile (measured at cp = ep =
+  etp = 1; planner.cost.resolve_costs refuses to scale it).
 - ep, etp (MoE models only, else 1): ep divides num_experts, etp * ep divides tp * cp * dp
   (Megatron-Core's folding: the expert grid etp x ep x edp tiles the attention grid's
   tp x cp x dp GPUs), etp divides moe_ffn_hidden_size (each expert's FFN is split over etp
@@ -161,6 +163,7 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
     mode_sets = [(m,) for m in modes] if uniform else [modes]
     max_vpp = caps.max_vpp if caps is not None else num_layers
     comms = _cp_comms(cons, caps)
+    analytic = isinstance(request.model, ModelArch)  # a profile holds cp = ep = etp = 1
 
     out: list[Config] = []
     for tp in _divisors(n):
@@ -171,7 +174,7 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
         if not _in_node(tp, n, per_node, cons):
             continue
         sps = [False] if tp == 1 else _sequence_parallel(cons.sequence_parallel, caps)
-        for cp in _cps(n // tp, request.training.seq_length, cons, bool(comms)):
+        for cp in _cps(n // tp, request.training.seq_length, cons, bool(comms) and analytic):
             for pp in _divisors(n // (tp * cp)):
                 if pp > num_layers or (cons.pp is not None and pp not in cons.pp):
                     continue
@@ -186,7 +189,8 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
                 if caps is not None:
                     allowed = caps.zero_stages if pp == 1 else caps.zero_stages_with_pp
                     zeros = [z for z in zeros if z in allowed]
-                experts = _expert_degrees(request.arch, tp, tp * cp * dp, n, per_node, cons, caps)
+                arch = request.arch if analytic else None
+                experts = _expert_degrees(arch, tp, tp * cp * dp, n, per_node, cons, caps)
                 cp_comms = comms if cp > 1 else ("p2p",)
                 for mbs in _divisors(b // dp):
                     if cons.micro_batch_sizes is not None and mbs not in cons.micro_batch_sizes:

@@ -159,3 +159,15 @@ def test_describe_names_the_folded_degrees() -> None:
     plain = Config(2, 1, 2, 1, "1f1b", 1, 4, 0, True, ("none",))
     assert plain.describe().startswith("tp=2 x pp=1 x dp=2, 1f1b")
     assert plain.family != Config(2, 1, 2, 1, "1f1b", 1, 4, 0, True, ("none",), cp=2).family
+
+
+def test_a_measured_profile_keeps_cp_and_ep_at_one() -> None:
+    # planner.cost.resolve_costs cannot scale a profile measured at cp = ep = etp = 1
+    import random
+
+    from .random_requests import random_request
+
+    req = random_request(random.Random(7_001))
+    configs = enumerate_configs(req, num_layers=len(req.profile.layers))  # type: ignore[union-attr]
+    assert configs and {(c.cp, c.ep, c.etp) for c in configs} == {(1, 1, 1)}
+    assert req.training.seq_length % 4 == 0 and req.constraints.cp is None  # cp = 2 would fit

@@ -7,7 +7,8 @@ cp, ep and etp):
 - tp * cp * pp * dp = num_gpus; tp divides the attention and kv heads (when the shapes are
   known); tp stays inside a node unless constraints.tp_across_nodes; pp * vpp <= layers.
 - cp: seq_length % (2 cp) == 0 (each rank holds 2 of 2 cp load-balanced causal chunks;
-  Megatron's validate_args); with cp > 1 one configuration per allowed K/V exchange
+  Megatron's validate_args) and each chunk at least SPACE.min_cp_chunk_tokens long (below,
+  see SpaceRules); with cp > 1 one configuration per allowed K/V exchange
   (cp_comm, `p2p` ring or `all_gather`): the cost model prices both, the search keeps the
   faster. cp may span nodes (Llama 3 405B: TP8 fills the node, CP16 crosses it).
 - cp, ep and etp stay 1 for a model given by a measured profile (measured at cp = ep =
@@ -133,6 +134,25 @@ class Config:
         return text
 
 
+@dataclass(frozen=True)
+class SpaceRules:
+    """What the enumeration leaves out on physical grounds, beyond the frameworks' rules.
+
+    min_cp_chunk_tokens: the shortest chunk (seq_length / (2 cp) tokens) context parallelism
+    may cut. Flash attention works on tiles of 64-128 query rows and 64-128 keys
+    (FlashAttention-2, Dao 2023, §3.3: block sizes {64, 128} x {64, 128}); a chunk shorter
+    than a tile pays a tile's work for fewer rows at every ring step, while halving cp and
+    doubling dp (same GPUs, same tokens per GPU) keeps the tiles full and sends K/V fewer
+    times. 64, the smaller tile, so no chunk a kernel fills is left out. Without it a 4K
+    sequence would be searched up to cp = 2048 (one token per chunk).
+    """
+
+    min_cp_chunk_tokens: int = 64
+
+
+SPACE = SpaceRules()
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -241,13 +261,21 @@ def _cp_comms(cons: Constraints, caps: FrameworkCaps | None) -> tuple[CpComm, ..
 
 
 def _cps(rest: int, seq_length: int, cons: Constraints, exchange: bool) -> list[int]:
-    """cp degrees dividing `rest` = num_gpus / tp: 2 cp equal chunks of the sequence, allowed
-    by constraints.cp, and above 1 only with a K/V exchange the framework has."""
+    """cp degrees dividing `rest` = num_gpus / tp: 2 cp equal chunks of the sequence of at
+    least SPACE.min_cp_chunk_tokens, allowed by constraints.cp, and above 1 only with a K/V
+    exchange the framework has."""
     return [
         c
         for c in _divisors(rest)
         if (cons.cp is None or c in cons.cp)
-        and (c == 1 or (exchange and seq_length % (2 * c) == 0))
+        and (
+            c == 1
+            or (
+                exchange
+                and seq_length % (2 * c) == 0
+                and seq_length // (2 * c) >= SPACE.min_cp_chunk_tokens
+            )
+        )
     ]
 
 

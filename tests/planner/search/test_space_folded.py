@@ -42,7 +42,7 @@ LAYERS = 4  # embedding, 2 blocks, head
 
 
 def request(
-    model: dict[str, Any], *, gpus: int = 4, seq: int = 12, batch: int = 4, **constraints: Any
+    model: dict[str, Any], *, gpus: int = 4, seq: int = 1004, batch: int = 4, **constraints: Any
 ) -> PlanRequest:
     return PlanRequest.model_validate(
         {
@@ -59,7 +59,7 @@ def degrees(configs: list[Config]) -> list[tuple[int, int, int, int, int, int, s
 
 
 def test_dense_degrees_by_hand() -> None:
-    # seq 12: cp = 2 splits it into 4 chunks of 3; cp = 4 would need 8 chunks (12 % 8 = 4).
+    # seq 1004: cp = 2 splits it into 4 chunks of 251; cp = 4 would need 8 (1004 % 8 = 4).
     # (tp, cp, pp, dp) with product 4, tp in {1, 2}, cp in {1, 2}; cp = 2 once per exchange.
     want = [
         (1, 1, 1, 4),
@@ -79,11 +79,22 @@ def test_dense_degrees_by_hand() -> None:
 
 
 def test_cp_follows_the_sequence_length() -> None:
-    # seq 16 admits cp = 4 (8 chunks of 2): (1, 4, 1, 1) joins, twice (two exchanges)
-    configs = enumerate_configs(request(TINY, seq=16), num_layers=LAYERS)
+    # seq 1024 admits cp = 4 (8 chunks of 128): (1, 4, 1, 1) joins, twice (two exchanges)
+    configs = enumerate_configs(request(TINY, seq=1024), num_layers=LAYERS)
     assert {c.cp for c in configs} == {1, 2, 4}
     assert sorted(c.cp_comm for c in configs if c.cp == 4) == ["all_gather", "p2p"]
     assert all((c.tp, c.pp, c.dp) == (1, 1, 1) for c in configs if c.cp == 4)
+
+
+def test_cp_leaves_no_chunk_shorter_than_a_flash_tile() -> None:
+    # seq 384: 8 chunks of 48 tokens for cp = 4 (384 % 8 == 0, but 48 < 64); cp = 2 gives 96
+    configs = enumerate_configs(request(TINY, seq=384), num_layers=LAYERS)
+    assert {c.cp for c in configs} == {1, 2}
+    assert {c.cp for c in enumerate_configs(request(TINY, seq=512), num_layers=LAYERS)} == {
+        1,
+        2,
+        4,
+    }  # 8 chunks of 64
 
 
 def test_moe_expert_degrees_by_hand() -> None:
@@ -109,14 +120,14 @@ def test_etp_listed_may_exceed_tp_but_must_divide_the_expert_width() -> None:
 
 
 def test_a_dense_model_has_no_expert_parallelism() -> None:
-    configs = enumerate_configs(request(TINY, seq=16), num_layers=LAYERS)
+    configs = enumerate_configs(request(TINY, seq=1024), num_layers=LAYERS)
     assert {(c.ep, c.etp) for c in configs} == {(1, 1)}
     assert enumerate_configs(request(TINY, ep=[2]), num_layers=LAYERS) == []
 
 
 @pytest.mark.parametrize("field,value", [("cp", 2), ("ep", 2), ("etp", 2)])
 def test_constraints_pin_each_degree(field: str, value: int) -> None:
-    req = request(TINY_MOE, seq=16, **{field: [value]})
+    req = request(TINY_MOE, seq=1024, **{field: [value]})
     configs = enumerate_configs(req, num_layers=LAYERS)
     assert configs and {getattr(c, field) for c in configs} == {value}
 
@@ -130,7 +141,7 @@ def test_frameworks_narrow_cp_ep_and_etp() -> None:
     wide = {**NARROW, "schedules": None, "zero_stages": None}
 
     def space(framework: str) -> list[Config]:
-        req = request(TINY_MOE, seq=16, framework=framework, **wide)
+        req = request(TINY_MOE, seq=1024, framework=framework, **wide)
         return enumerate_configs(req, num_layers=LAYERS)
 
     megatron, titan, deepspeed, runner = (

@@ -181,10 +181,10 @@ def run_search(
 ) -> Outcome:
     """Search `request`'s space (module docstring); `tuning` shares the time limit and bounds
     each phase (planner.search.tuning)."""
+    start = clock() if clock is not None else 0.0  # the enumeration is charged too
     src = resolve_costs(request)
     num_layers = len(src.layers)
     configs = enumerate_configs(request, num_layers=num_layers)
-    start = clock() if clock is not None else 0.0
     split = stage_split(request)
     # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
     prune = request.search.mode != "exhaustive"

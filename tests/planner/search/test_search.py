@@ -85,7 +85,7 @@ def test_exhaustive_refuses_a_large_space() -> None:
 def test_search_statistics_count_the_space() -> None:
     req = _request(
         model={**GPT_13B, "num_layers": 14, "hidden_size": 4096, "num_attention_heads": 32},
-        constraints={"memory_cap_gib": 40, "pp": [8], "tp": [1], "zero_stages": [1]},
+        constraints={"memory_cap_gib": 40, "pp": [8], "tp": [1], "cp": [1], "zero_stages": [1]},
         search={"time_limit_s": 60, "top_k": 5},
     )
     result = search(req)

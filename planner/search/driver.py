@@ -478,7 +478,7 @@ def _sweep(
     for done, members in enumerate(groups):
         out.pending = groups[done:]
         report()
-        if out.best is not None and out.now() >= share_s:
+        if _has_plan(out) and out.now() >= share_s:
             return groups[done:]
         if _gap_reached(request, out, throttle=True):
             return groups[done:]
@@ -507,7 +507,7 @@ def _sweep(
             continue
         entries: list[Entry] = []
         for i, cfg in enumerate(members):
-            if out.best is not None and out.now() >= share_s:  # a big group: stop inside it
+            if _has_plan(out) and out.now() >= share_s:  # a big group: stop inside it
                 out.entries.extend(entries)
                 return [members[i:], *groups[done + 1 :]]
             try:
@@ -529,6 +529,13 @@ def _sweep(
                 _offer(request, out, entry, sc)
         out.entries.extend(entries)
     return []
+
+
+def _has_plan(out: Outcome) -> bool:
+    """A plan to return exists: the incumbent, or objective bubble's provisional one (its
+    incumbent must be proven, so without this the sweep of a bubble search never stopped at
+    its share)."""
+    return out.best is not None or out.provisional is not None
 
 
 def _visit(

@@ -12,12 +12,15 @@ predicted numbers with the error. One rule for what a source leaves unsaid:
 Rows (the case file's names):
 - `llama3-405b-cp16-131k` (Llama 3, Table 4): TP8 CP16 PP16 and 16M tokens per batch on 16,384
   GPUs. 8 x 16 x 16 x 4 = 8,192 GPUs, so the published DP 4 and 16,384 GPUs cannot both hold:
-  the row runs DP = 16,384 / (8 x 16 x 16) = 8 on 16,384 GPUs, with 2^24 = 16,777,216 tokens =
-  128 sequences of 131,072 (16 per DP rank). The per-GPU rate depends on DP only through the
-  gradient all-reduce (the same 16 micro-batches per pipeline either way); the DP 4 variant on
+  the row runs DP = 16,384 / (8 x 16 x 16) = 8 on 16,384 GPUs, with the batch of "16M" tokens
+  as Llama 3 counts batch sizes (§3.4.1: 4M, 8M, 16M, powers of two), 2^24 = 128 sequences of
+  131,072, 16 per DP rank (DP 4 would hold half the tokens). The per-GPU rate depends on DP
+  only through the gradient all-reduce (16 micro-batches per pipeline either way); DP 4 on
   8,192 GPUs with 64 sequences is printed beside it. K/V all-gathered (Llama 3 §3.3.2: the
-  case's note); interleaved 1F1B with 2 chunks per rank (Llama 3 §3.3.2 interleaves; 126
-  layers do not split into more equal chunks). TFLOP/s are printed in two FLOP conventions:
+  case's note). Interleaved 1F1B (Llama 3 §3.3.2) with vpp by bench/megatron_table1.py's rule,
+  the smallest divisor >= 2 of the layers per rank, counting the embedding and the head as
+  the layer slots Llama 3 takes off the first and last stages: (126 + 2) / 16 = 8, so 2.
+  TFLOP/s are printed in two FLOP conventions:
   the model FLOPs of planner.cost (the attention core over the full s x s, Narayanan 2021)
   and with the causal half of the core left out (the work a causal kernel does).
 - `torchtitan-llama3.1-8b-cp-scaling`: 8 H100s, CP 1/2/4/8 at 32K/64K/128K/256K, FSDP
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -146,9 +150,14 @@ def llama3_405b(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any
     cfg, seq = case["config"], case["seq_length"]
     published = float(case["measured"]["tflops_per_gpu"])
     out = []
-    for num_gpus in (case["num_gpus"], cfg["tp"] * cfg["cp"] * cfg["pp"] * cfg["dp"]):
-        dp = num_gpus // (cfg["tp"] * cfg["cp"] * cfg["pp"])
-        gbs = 16 * dp  # 16 sequences of 131,072 per DP rank: 2^24 tokens at DP 8
+    grid = cfg["tp"] * cfg["cp"] * cfg["pp"]
+    tokens = 2 ** round(math.log2(case["tokens_per_batch"]))  # "16M" = 2^24
+    per_dp = tokens // seq // (case["num_gpus"] // grid)
+    slots = (arch.num_layers + 2) // cfg["pp"]
+    vpp = next(v for v in range(2, slots + 1) if slots % v == 0)
+    for num_gpus in (case["num_gpus"], grid * cfg["dp"]):
+        dp = num_gpus // grid
+        gbs = per_dp * dp
         req = request(arch, case, num_gpus=num_gpus, gbs=gbs, seq=seq)
         base = Candidate(
             tp=cfg["tp"],
@@ -156,14 +165,13 @@ def llama3_405b(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any
             cp_comm="all_gather",
             pp=cfg["pp"],
             dp=dp,
-            vpp=2,
+            vpp=vpp,
             schedule="interleaved-1f1b",
             sequence_parallel=True,
             zero_stage=1,
         )
         c, pred = least_recompute(req, base)
-        tokens = gbs * seq
-        skipped = causal_core_flops(arch, seq=seq, tokens=tokens) / (pred.step_time_s * num_gpus)
+        skipped = causal_core_flops(arch, seq=seq, tokens=gbs * seq) / (pred.step_time_s * num_gpus)
         model = pred.model_tflops_per_gpu
         causal = model - skipped / 1e12
         out.append(

@@ -16,6 +16,10 @@ whose all-gather restores the full sequence before each GEMM, Korthikanti 2022 Â
                                         Megatron-core's linear_fc1 for gated linear units)
     gemm.mlp_out   [T, f/t] x [f/t, h]
     gemm.lm_head   [T, h] x [h, V/t]
+With context parallelism T = s*b/cp (the rank's 2 of 2cp chunks) and the core is the
+rank's s/cp queries over all s keys; with `head_dim` or MLA the heads are dq / dv wide
+(planner.catalog.moe_work's MLA projections replace QKV); an MoE layer adds the router and
+the grouped expert GEMMs (planner.catalog.moe_work) after its shared experts' MLP.
 Backward of each: the input gradient (dgrad, [T, N] x [N, K]) and the weight gradient
 (wgrad, [K, T] x [T, N]); the FLOPs are twice the forward's (Qi et al. 2024, Table 1: B takes
 the dgrads and the attention core's backward, W the wgrads).
@@ -109,9 +113,9 @@ class Shape:
 
     @property
     def fused_core(self) -> bool:
-        """Whether the attention core is one fused flash kernel: always for llama; for gpt
-        under context parallelism, which Megatron-Core runs through Transformer Engine's
-        fused attention only (its ring attention is a TE kernel)."""
+        """Whether gpt's attention core is a fused flash kernel (llama's always is): under
+        context parallelism, which Megatron-Core runs through Transformer Engine's fused
+        attention only (its ring attention is a TE kernel)."""
         return self.c > 1
 
 

@@ -23,8 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from planner.catalog.decoder_kinds import (
+    DECODER,
+    decoder_kind,
+    general_decoder_cost,
+    general_decoder_work,
+)
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from planner.catalog.general import general_decoder_cost, general_decoder_work
 from planner.catalog.hardware import GpuSpec
 from planner.catalog.layer_work import (
     LayerWork,
@@ -41,20 +46,7 @@ from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost, LayerRef, ModelArch, ModelProfile, ProfilePoint
 from planner.specs.training import TrainingSpec
 
-EMBEDDING, DECODER, HEAD = "embedding", "decoder", "head"
-
-
-def decoder_kind(arch: ModelArch, index: int) -> str:
-    """The kind of decoder layer `index`: layers whose costs differ get different kinds (costs
-    are computed and cached per kind): `decoder` (dense MLP, full attention), with `_moe` for
-    an MoE layer and `_sliding` for a sliding-window layer."""
-    kind = DECODER
-    if arch.is_moe_layer(index):
-        kind += "_moe"
-    sw = arch.sliding_window
-    if sw is not None and sw.is_sliding(index):
-        kind += "_sliding"
-    return kind
+EMBEDDING, HEAD = "embedding", "head"
 
 
 def layer_refs(arch: ModelArch) -> tuple[LayerRef, ...]:
@@ -113,14 +105,12 @@ def _decoder_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> Layer
     linear, core = decoder_flops(x, swiglu=family == "llama")
     fw_s = w.fw_s
     params = _decoder_params(x, family)
-    cp: dict[str, float] = {}
-    if x.c > 1:  # what the context-parallel ring sends and overlaps (planner.cost.inputs)
+    # what the context-parallel exchange sends and overlaps (planner.cost.folded)
+    kv_bytes = attention_fw = attention_bw = 0.0
+    if x.c > 1:
         attention = next(p for p in w.parts if p.kind == "attention")
-        cp = {
-            "cp_kv_bytes": x.tokens * x.kv * 2 * x.head_dim * x.d / x.t,
-            "attention_fw_s": attention.fw_s,
-            "attention_bw_s": attention.bw_input_s,
-        }
+        kv_bytes = x.tokens * x.kv * 2 * x.head_dim * x.d / x.t
+        attention_fw, attention_bw = attention.fw_s, attention.bw_input_s
     return LayerCost(
         fw_s=fw_s,
         bw_input_s=w.bw_input_s,
@@ -135,7 +125,9 @@ def _decoder_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> Layer
         # same volume (Korthikanti 2022 §4.2.2).
         tp_comm_bytes=4.0 * x.e * x.d if x.t > 1 else 0.0,
         fw_flops=linear + core,
-        **cp,
+        cp_kv_bytes=kv_bytes,
+        attention_fw_s=attention_fw,
+        attention_bw_s=attention_bw,
     )
 
 

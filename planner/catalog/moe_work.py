@@ -125,12 +125,13 @@ class ExpertShape:
 
     def activation_bytes(self, hidden: int, element_bytes: int) -> float:
         """Saved for backward by the routed part (planner.catalog.moe.layer_activation_bytes
-        per rank): the router input T_r h d, fp32 probabilities 4 T_r E, the permuted rows
-        and the experts' outputs (rows h d each), and the experts' inner activations
-        (SwiGLU gate, up and down input 3 rows f_e/etp d; GELU 2 rows f_e/etp d + rows h d)."""
+        per rank; the router's input is the MLP input the layer already saves): fp32
+        probabilities 4 T_r E, the permuted rows and the experts' outputs (rows h d each),
+        and the experts' inner activations (SwiGLU gate, up and down input 3 rows f_e/etp d;
+        GELU 2 rows f_e/etp d + rows h d)."""
         d = float(element_bytes)
         rows = self.busiest_rows * self.local_experts
-        routed = self.routed_tokens * hidden * d + 4.0 * self.routed_tokens * self.num_experts
+        routed = 4.0 * self.routed_tokens * self.num_experts
         inner = (self.matrices_in + 1) * rows * self.ffn_shard * d
         if self.matrices_in == 1:
             inner = 2.0 * rows * self.ffn_shard * d + rows * hidden * d

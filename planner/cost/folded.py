@@ -17,15 +17,17 @@ Context parallelism, per attention layer and micro-batch, S = the K and V a rank
   queries' attention): forward all_gather(cp S) before the core, not overlapped; backward
   the all-gather again and the reduce-scatter of dK, dV: twice that.
 Expert parallelism, per MoE layer and micro-batch, D = the bytes the busiest rank moves
-(LayerCost.ep_dispatch_bytes: its token copies x the load imbalance): dispatch and combine all-to-alls in the forward and their
-reverses in the backward (Megatron-Core's alltoall token dispatcher), not overlapped with
-compute (its `--moe-shared-expert-overlap` and DeepEP overlaps are not modelled). With etp
-> 1 the rows a rank's experts process (LayerCost.etp_gather_bytes) are all-gathered over
-etp before them and reduce-scattered after, again mirrored in the backward.
+(LayerCost.ep_dispatch_bytes: its token copies x the load imbalance): dispatch and combine
+all-to-alls in the forward and their reverses in the backward (Megatron-Core's alltoall
+token dispatcher), not overlapped with compute (its `--moe-shared-expert-overlap` and
+DeepEP overlaps are not modelled). With etp > 1 the rows a rank's experts process
+(LayerCost.etp_gather_bytes) are all-gathered over etp before them and reduce-scattered
+after, again mirrored in the backward.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.cost.comm import (
@@ -62,9 +64,17 @@ class FoldedLinks:
     expert_grad: Link  # edp
 
 
-def folded_links(cluster: ClusterSpec, c: Candidate, *, achieved: float) -> FoldedLinks:
-    """The links of `c`'s groups (module docstring), each at `achieved` of its bandwidth."""
+def folded_links(
+    cluster: ClusterSpec, c: Candidate, *, achieved: float, experts: bool
+) -> FoldedLinks:
+    """The links of `c`'s groups (module docstring), each at `achieved` of its bandwidth.
+    `experts`: whether the model has routed experts (their gradient group is edp). Without
+    cp, ep, etp and experts only the dense gradient link is used, and it stands in for the
+    others (cp_times and ep_time return 0 for groups of one)."""
     tp, cp = c.tp, c.cp
+    dense = strided_link(cluster, stride=tp, size=c.dp * cp).achieved(achieved)
+    if cp == 1 and c.ep == 1 and c.etp == 1 and not experts:
+        return FoldedLinks(1, c.cp_comm, 1, 1, dense, dense, 1, dense, dense, dense, dense, dense)
     return FoldedLinks(
         cp=cp,
         cp_comm=c.cp_comm,
@@ -76,7 +86,7 @@ def folded_links(cluster: ClusterSpec, c: Candidate, *, achieved: float) -> Fold
         intra=intra_link(cluster).achieved(achieved),
         inter=inter_link(cluster).achieved(achieved),
         etp_link=strided_link(cluster, stride=1, size=c.etp).achieved(achieved),
-        dense_grad=strided_link(cluster, stride=tp, size=c.dp * cp).achieved(achieved),
+        dense_grad=dense,
         expert_grad=strided_link(cluster, stride=c.etp * c.ep, size=c.edp).achieved(achieved),
     )
 
@@ -111,3 +121,18 @@ def ep_time(cost: LayerCost, links: FoldedLinks) -> float:
     if links.etp > 1 and cost.etp_gather_bytes > 0:
         t += 2.0 * all_gather_s(cost.etp_gather_bytes, group=links.etp, link=links.etp_link)
     return t
+
+
+def folded_buffer_bytes(costs: Sequence[LayerCost], links: FoldedLinks) -> float:
+    """Communication buffers of the cp and ep exchanges on one GPU, the largest layer's (one
+    layer exchanges at a time): the all-to-all's send and receive buffers, 2 D (Megatron-Core's
+    alltoall dispatcher permutes into one and receives into the other); the ring's two K/V
+    buffers (the step's and the next's, 2 S), or the all-gathered K and V (cp S) and their
+    gradients in the backward (2 cp S in all)."""
+    total = 0.0
+    if links.ep > 1:
+        total += 2.0 * max((c.ep_dispatch_bytes for c in costs), default=0.0)
+    if links.cp > 1:
+        kv = max((c.cp_kv_bytes for c in costs), default=0.0)
+        total += (2.0 * links.cp if links.cp_comm == "all_gather" else 2.0) * kv
+    return total

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.catalog.models import analytic_costs, layer_refs
+from planner.catalog.moe_work import DEFAULT_ROUTING, RoutingTerms
 from planner.errors import SpecError
 from planner.specs.model import NO_OVERHEAD, ActionOverhead, LayerCost, LayerRef, ModelArch
 from planner.specs.request import PlanRequest
@@ -112,9 +113,15 @@ def request_efficiency(request: PlanRequest) -> Efficiency:
     return Efficiency.from_dict(cal.constants)
 
 
-def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None) -> CostSource:
+def resolve_costs(
+    request: PlanRequest,
+    *,
+    efficiency: Efficiency | None = None,
+    routing: RoutingTerms = DEFAULT_ROUTING,
+) -> CostSource:
     """The CostSource of a request: its architecture (analytic) or its inline profile.
-    `efficiency` defaults to the request's (`request_efficiency`).
+    `efficiency` defaults to the request's (`request_efficiency`); `routing` is how far real
+    routing departs from balanced (planner.catalog.moe_work.RoutingTerms) for MoE layers.
 
     Raises SpecError(field="model.profile_id") for a profile given only by id: the service
     must load it and put it inline before planning.
@@ -166,6 +173,7 @@ def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None)
                 ep=ep,
                 etp=etp,
                 efficiency=eff,
+                routing=routing,
             )
 
         return CostSource(

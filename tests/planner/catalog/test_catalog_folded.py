@@ -10,7 +10,7 @@ import pytest
 
 from planner.catalog.hardware import lookup_gpu
 from planner.catalog.models import PRESETS, analytic_costs, layer_refs
-from planner.catalog.moe import layer_flops
+from planner.catalog.moe import layer_activation_bytes, layer_flops, param_counts
 from planner.catalog.moe_work import RoutingTerms
 from planner.specs import ModelArch
 from planner.specs.model import LayerCost
@@ -154,3 +154,37 @@ def test_every_preset_costs_at_several_degrees(name: str) -> None:
             assert c.expert_param_count <= c.param_count
     moe_kinds = {k for k in kinds if "_moe" in k}
     assert moe_kinds, name
+
+
+def _first_of_each_kind(arch: ModelArch) -> dict[str, int]:
+    firsts: dict[str, int] = {}
+    for i, ref in enumerate(layer_refs(arch)[1:-1]):
+        firsts.setdefault(ref.kind, i)
+    return firsts
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_the_rank_costs_add_up_to_the_single_device_formulas(name: str) -> None:
+    """planner.catalog.moe's one-device numbers (FLOPs, parameters, saved bytes) are the
+    sum over the ranks that share the work: forward FLOPs x tp x cp at any degrees; at
+    tp = cp = ep = 1 the parameters add up to param_counts' total, and an MoE layer's saved
+    bytes under balanced routing equal layer_activation_bytes."""
+    arch = PRESETS[name]
+    seq = 4096
+    even = RoutingTerms(load_imbalance=1.0)
+    for tp, cp, ep in ((1, 1, 1), (2, 2, 8), (4, 1, 2)):
+        costs = _costs(
+            arch, seq_length=seq, tp=tp, sequence_parallel=tp > 1, cp=cp, ep=ep, routing=even
+        )
+        for kind, i in _first_of_each_kind(arch).items():
+            single = layer_flops(arch, i, micro_batch_size=1, seq_length=seq).total
+            assert math.isclose(costs[kind].fw_flops * tp * cp, single, rel_tol=1e-12), kind
+    costs = _costs(arch, seq_length=seq, routing=even)
+    total = sum(costs[ref.kind].param_count for ref in layer_refs(arch))
+    assert total == param_counts(arch).total
+    for kind, i in _first_of_each_kind(arch).items():
+        if "_moe" not in kind:
+            continue
+        saved = layer_activation_bytes(arch, i, micro_batch_size=1, seq_length=seq, dtype_bytes=2)
+        assert math.isclose(costs[kind].activation_bytes.none, saved.none, rel_tol=1e-12)
+        assert costs[kind].activation_bytes.full == saved.full

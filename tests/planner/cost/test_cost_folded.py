@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from planner.catalog.models import analytic_profile
+from planner.catalog.models import PRESETS, analytic_profile
+from planner.catalog.moe_work import RoutingTerms
 from planner.cost import build_inputs, check_candidate, evaluate, fixed_plan, resolve_costs
 from planner.cost.folded import cp_times, ep_time, folded_links
 from planner.errors import SpecError
@@ -70,7 +71,7 @@ def test_the_p2p_ring_shows_only_what_a_step_does_not_hide() -> None:
     """cp = 4 inside a node (tp 2 x cp 4 = 8): each of the 3 steps sends S = 10 MB (20 MB in
     the backward) over NVLink while a quarter of the attention runs."""
     req = _request(LLAMA)
-    links = folded_links(req.cluster, Candidate(tp=2, cp=4), achieved=1.0)
+    links = folded_links(req.cluster, Candidate(tp=2, cp=4), achieved=1.0, experts=True)
     cost = _cost(cp_kv_bytes=1e7, attention_fw_s=4e-5, attention_bw_s=8e-5)
     fw, bw = cp_times(cost, links)
     assert math.isclose(fw, 3 * (1e7 / H100_NVLINK + INTRA_LAT - 1e-5))
@@ -81,7 +82,9 @@ def test_the_p2p_ring_shows_only_what_a_step_does_not_hide() -> None:
         0.0,
     )
     # the all-gather: (cp - 1)/cp x cp S over the ring, then twice that backward
-    gather = folded_links(req.cluster, Candidate(tp=2, cp=4, cp_comm="all_gather"), achieved=1.0)
+    gather = folded_links(
+        req.cluster, Candidate(tp=2, cp=4, cp_comm="all_gather"), achieved=1.0, experts=True
+    )
     fw, bw = cp_times(cost, gather)
     assert math.isclose(fw, 3 / 4 * 4e7 / H100_NVLINK + INTRA_LAT)
     assert math.isclose(bw, 2 * fw)
@@ -90,7 +93,7 @@ def test_the_p2p_ring_shows_only_what_a_step_does_not_hide() -> None:
 def test_a_ring_across_nodes_waits_on_the_nic() -> None:
     """tp 8 x cp 2 spans two nodes: the ring's sends cross on one NIC per GPU."""
     req = _request(LLAMA, gpus=16)
-    links = folded_links(req.cluster, Candidate(tp=8, cp=2, dp=1), achieved=1.0)
+    links = folded_links(req.cluster, Candidate(tp=8, cp=2, dp=1), achieved=1.0, experts=True)
     fw, _ = cp_times(_cost(cp_kv_bytes=1e7), links)
     assert math.isclose(fw, 1e7 / H100_NIC + INTER_LAT)
 
@@ -101,8 +104,8 @@ def test_ep_across_nodes_costs_more_than_inside() -> None:
     inside, across = _request(MOE), _request(MOE, per_node=4)
     c = Candidate(dp=8, ep=8)
     d = 1.25 * 4096 * 2 * 1024 * 2  # the busiest rank (default imbalance): T_r k h bf16
-    li = folded_links(inside.cluster, c, achieved=1.0)
-    la = folded_links(across.cluster, c, achieved=1.0)
+    li = folded_links(inside.cluster, c, achieved=1.0, experts=True)
+    la = folded_links(across.cluster, c, achieved=1.0, experts=True)
     cost = _cost(ep_dispatch_bytes=d)
     assert math.isclose(ep_time(cost, li), 2 * (d * 7 / 8 / H100_NVLINK + INTRA_LAT))
     assert math.isclose(ep_time(cost, la), 2 * (d * 4 / 8 / H100_NIC + INTER_LAT))
@@ -178,3 +181,22 @@ def test_a_fixed_plan_carries_the_folded_degrees() -> None:
     assert (plan.cp, plan.cp_comm, plan.ep, plan.etp) == (2, "all_gather", 4, 2)
     back = plan.candidate()
     assert (back.cp, back.cp_comm, back.ep, back.etp) == (2, "all_gather", 4, 2)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_evaluates_with_every_degree_folded(name: str) -> None:
+    """tp 2 x cp 2 x dp 2 x pp 2 on 16 GPUs, the experts on ep 8 (edp 1) or ep 4 x etp 2."""
+    req = _request(PRESETS[name], gpus=16, gbs=8)
+    for ep, etp in ((8, 1), (4, 2)):
+        c = Candidate(tp=2, cp=2, dp=2, pp=2, ep=ep, etp=etp, sequence_parallel=True, zero_stage=1)
+        pred = evaluate(req, c)
+        assert pred.step_time_s > 0 and 0 < pred.mfu < 1, (name, ep, etp)
+        assert pred.peak_memory_bytes > 0
+
+
+def test_a_source_with_more_imbalance_predicts_a_slower_moe_step() -> None:
+    req = _request(MOE)
+    c = Candidate(dp=8, ep=8)
+    even = resolve_costs(req, routing=RoutingTerms(load_imbalance=1.0))
+    skew = resolve_costs(req, routing=RoutingTerms(load_imbalance=2.0))
+    assert evaluate(req, c, source=skew).step_time_s > evaluate(req, c, source=even).step_time_s

@@ -1,5 +1,6 @@
-"""One rank's LayerCost of a decoder layer of a model with `moe`, `mla`, `head_dim` or
-`sliding_window` (the dense catalog's `planner.catalog.models._decoder_cost` for the rest).
+"""Decoder layer kinds, and one rank's LayerCost of a decoder layer of a model with `moe`,
+`mla`, `head_dim` or `sliding_window` (the dense catalog's `planner.catalog.models.
+_decoder_cost` for the rest).
 
 The layer's shape on the rank (planner.catalog.layer_work.Shape): tp shards the heads and
 the dense MLP, cp leaves s / cp tokens, a sliding layer's queries attend min(s, window)
@@ -27,6 +28,21 @@ from planner.catalog.moe_work import (
 )
 from planner.specs.base import ModeValues
 from planner.specs.model import LayerCost, ModelArch
+
+DECODER = "decoder"
+
+
+def decoder_kind(arch: ModelArch, index: int) -> str:
+    """The kind of decoder layer `index`: layers whose costs differ get different kinds (costs
+    are computed and cached per kind): `decoder` (dense MLP, full attention), with `_moe` for
+    an MoE layer and `_sliding` for a sliding-window layer."""
+    kind = DECODER
+    if arch.is_moe_layer(index):
+        kind += "_moe"
+    sw = arch.sliding_window
+    if sw is not None and sw.is_sliding(index):
+        kind += "_sliding"
+    return kind
 
 
 def layer_shape(arch: ModelArch, index: int, x: Shape) -> Shape:

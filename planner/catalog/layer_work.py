@@ -59,6 +59,7 @@ class Shape:
     q: int  # divisor of the replicated (sequence-dim) parts: t with sequence parallel, else 1
     d: int  # bytes per activation element
     c: int = 1  # context parallel: a rank holds s / c tokens of every sequence
+    fused: bool = False  # gpt's core as one flash kernel (llama's always is; needed by c > 1)
     dq: int = 0  # query-key head size (0: h / a)
     dv: int = 0  # value head size (0: the query-key one)
     window: int = 0  # keys a sliding-window layer's query attends (0: a full layer)
@@ -113,10 +114,11 @@ class Shape:
 
     @property
     def fused_core(self) -> bool:
-        """Whether gpt's attention core is a fused flash kernel (llama's always is): under
-        context parallelism, which Megatron-Core runs through Transformer Engine's fused
-        attention only (its ring attention is a TE kernel)."""
-        return self.c > 1
+        """Whether gpt's attention core is a fused flash kernel (llama's always is):
+        `ModelArch.attention_kernel`. Context parallelism needs it (Megatron-Core runs its
+        ring attention through Transformer Engine's fused attention only), so c > 1 implies
+        it (planner.catalog.models._shape checks)."""
+        return self.fused
 
 
 @dataclass(frozen=True)

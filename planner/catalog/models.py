@@ -214,6 +214,8 @@ def _shape(
         raise ValueError(
             f"cp={cp}: seq_length={seq_length} must split into 2*cp = {2 * cp} equal chunks"
         )
+    if cp > 1 and not arch.fused_attention:
+        raise ValueError(f"cp={cp} needs a fused attention kernel ({arch.display_name}: unfused)")
     dq = dv = 0
     weights = 0
     if not arch.is_plain:
@@ -232,6 +234,7 @@ def _shape(
         q=tp if sequence_parallel else 1,
         d=DTYPE_BYTES[dtype],
         c=cp,
+        fused=arch.fused_attention,
         dq=dq,
         dv=dv,
         attn_weights=weights,

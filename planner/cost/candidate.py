@@ -60,8 +60,9 @@ def _default_modes(
 
 def _check_folded(request: PlanRequest, c: Candidate) -> None:
     """Context and expert parallelism in context: 2 cp chunks of equal length per sequence
-    (Megatron-Core's load-balanced split), ep only with experts and dividing them
-    (megatron/core/transformer/moe/moe_layer.py), etp dividing the expert width."""
+    (Megatron-Core's load-balanced split) and a fused attention kernel, ep only with experts
+    and dividing them (megatron/core/transformer/moe/moe_layer.py), etp dividing the expert
+    width."""
     s = request.training.seq_length
     if c.cp > 1 and s % (2 * c.cp):
         raise SpecError(
@@ -70,9 +71,17 @@ def _check_folded(request: PlanRequest, c: Candidate) -> None:
             f"seq_length={s} must split into 2*cp = {2 * c.cp} equal chunks "
             f"(remainder {s % (2 * c.cp)})",
         )
+    arch = request.arch
+    if c.cp > 1 and arch is not None and not arch.fused_attention:
+        raise SpecError(
+            "candidate.cp",
+            c.cp,
+            f"context parallelism runs attention as a fused kernel (Megatron-Core: Transformer "
+            f"Engine's); model {arch.display_name} has an unfused core (the gpt family's "
+            f"default, Megatron-LM 2021): set model.attention_kernel to 'flash'",
+        )
     if c.ep == 1 and c.etp == 1:
         return
-    arch = request.arch
     moe = arch.moe if arch is not None else None
     if moe is None:
         raise SpecError(

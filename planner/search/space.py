@@ -11,6 +11,8 @@ cp, ep and etp):
   see SpaceRules); with cp > 1 one configuration per allowed K/V exchange
   (cp_comm, `p2p` ring or `all_gather`): the cost model prices both, the search keeps the
   faster. cp may span nodes (Llama 3 405B: TP8 fills the node, CP16 crosses it).
+- cp stays 1 for a model whose attention core is unfused (gpt's default, Megatron-LM 2021:
+  Megatron-Core runs context parallelism through Transformer Engine's fused attention only).
 - cp, ep and etp stay 1 for a model given by a measured profile (measured at cp = ep =
   etp = 1; planner.cost.resolve_costs refuses to scale it).
 - ep, etp (MoE models only, else 1): ep divides num_experts, etp * ep divides tp * cp * dp
@@ -186,6 +188,8 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
     max_vpp = caps.max_vpp if caps is not None else num_layers
     comms = _cp_comms(cons, caps)
     analytic = isinstance(request.model, ModelArch)  # a profile holds cp = ep = etp = 1
+    # context parallelism runs attention as a fused kernel (planner.cost.candidate)
+    fused = analytic and request.arch is not None and request.arch.fused_attention
 
     out: list[Config] = []
     for tp in _divisors(n):
@@ -196,7 +200,7 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
         if not _in_node(tp, n, per_node, cons):
             continue
         sps = [False] if tp == 1 else _sequence_parallel(cons.sequence_parallel, caps)
-        for cp in _cps(n // tp, request.training.seq_length, cons, bool(comms) and analytic):
+        for cp in _cps(n // tp, request.training.seq_length, cons, bool(comms) and fused):
             for pp in _divisors(n // (tp * cp)):
                 if pp > num_layers or (cons.pp is not None and pp not in cons.pp):
                     continue

@@ -36,6 +36,9 @@ from planner.specs.limits import BOUNDS as B
 from planner.specs.limits import TEXT
 
 Family = Literal["gpt", "llama"]
+# The attention core's kernel: one fused flash kernel, or batched GEMMs with a separate softmax
+# and dropout (Megatron-LM 2021, the stack of its Table 1).
+AttentionKernel = Literal["flash", "unfused"]
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,13 @@ class ModelArch(Frozen):
     sliding_window: SlidingWindow | None = Field(
         default=None, exclude_if=_is_none, description="sliding-window layers"
     )
+    attention_kernel: AttentionKernel | None = Field(
+        default=None,
+        exclude_if=_is_none,
+        description="the attention core: one fused 'flash' kernel, or 'unfused' batched GEMMs "
+        "and softmax (Megatron-LM 2021); default: gpt unfused, llama flash. Context "
+        "parallelism needs 'flash'",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ModelArch:
@@ -199,6 +209,11 @@ class ModelArch(Frozen):
             raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={a}")
         if self.family == "llama" and self.ffn_hidden_size is None:
             raise ValueError("ffn_hidden_size=None: required for family 'llama'")
+        if self.family == "llama" and self.attention_kernel == "unfused":
+            raise ValueError(
+                "attention_kernel='unfused': the llama family is costed with its fused flash "
+                "kernel only (the unfused core is Megatron-LM 2021's gpt)"
+            )
         if self.head_dim is not None and self.head_dim % 2 and self.family == "llama":
             raise ValueError(f"head_dim={self.head_dim} must be even (rotary pairs)")
         if self.mla is not None and (self.head_dim is not None or kv is not None):
@@ -234,6 +249,14 @@ class ModelArch(Frozen):
     @property
     def display_name(self) -> str:
         return self.name or f"{self.family}-{self.num_layers}x{self.hidden_size}"
+
+    @property
+    def fused_attention(self) -> bool:
+        """Whether the attention core is one fused flash kernel (`attention_kernel`, else the
+        family's default: llama's is, gpt's (Megatron-LM 2021) is not)."""
+        if self.attention_kernel is not None:
+            return self.attention_kernel == "flash"
+        return self.family == "llama"
 
     @property
     def is_plain(self) -> bool:

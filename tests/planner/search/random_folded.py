@@ -30,6 +30,8 @@ def _arch(rng: random.Random, *, moe: bool) -> dict[str, Any]:
         "ffn_hidden_size": 2816,
         "vocab_size": rng.choice([8192, 32000]),
     }
+    if arch["family"] == "gpt":
+        arch["attention_kernel"] = "flash"  # context parallelism needs a fused core
     if moe:
         experts = rng.choice([2, 4, 8])
         arch["moe"] = {

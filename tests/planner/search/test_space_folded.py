@@ -182,3 +182,13 @@ def test_a_measured_profile_keeps_cp_and_ep_at_one() -> None:
     configs = enumerate_configs(req, num_layers=len(req.profile.layers))  # type: ignore[union-attr]
     assert configs and {(c.cp, c.ep, c.etp) for c in configs} == {(1, 1, 1)}
     assert req.training.seq_length % 4 == 0 and req.constraints.cp is None  # cp = 2 would fit
+
+
+def test_an_unfused_attention_core_keeps_cp_at_one() -> None:
+    # gpt's default core is Megatron-LM 2021's unfused one; context parallelism needs a fused
+    # kernel, so only cp = 1 is searched until the model says attention_kernel 'flash'
+    gpt = {**TINY, "family": "gpt", "ffn_hidden_size": None}
+    assert {c.cp for c in enumerate_configs(request(gpt, seq=1024), num_layers=LAYERS)} == {1}
+    flash = {**gpt, "attention_kernel": "flash"}
+    configs = enumerate_configs(request(flash, seq=1024), num_layers=LAYERS)
+    assert {c.cp for c in configs} == {1, 2, 4}

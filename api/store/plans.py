@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
-from sqlalchemy.orm import InstrumentedAttribute, Session, defer
+from sqlalchemy import ColumnElement, Row, Table, and_, exists, or_, select
+from sqlalchemy.orm import Session
 
 from api.store.ids import new_id
-from api.store.tables import PlanRow, PlanTagRow, utcnow
+from api.store.tables import PlanRow, PlanTagRow, SubmissionRow, utcnow
 from planner.cost.version import COST_MODEL_VERSION
 
 UNKNOWN_VERSION = "unknown"
@@ -21,11 +21,61 @@ DEFAULT_CALIBRATION = "none"
 SortKey = Literal[
     "created_at", "-created_at", "step_time_s", "-step_time_s", "tokens_per_s", "-tokens_per_s"
 ]
-SORT_COLUMNS: dict[str, InstrumentedAttribute[Any]] = {
-    "created_at": PlanRow.created_at,
-    "step_time_s": PlanRow.step_time_s,
-    "tokens_per_s": PlanRow.tokens_per_s,
-}
+
+
+PLANS: Table = PlanRow.__table__  # type: ignore[assignment]
+SUMMARY_COLUMNS = (
+    "id",
+    "created_at",
+    "model_name",
+    "model_hash",
+    "gpu",
+    "num_gpus",
+    "schedule",
+    "tp",
+    "pp",
+    "dp",
+    "vpp",
+    "micro_batch_size",
+    "step_time_s",
+    "tokens_per_s",
+    "bubble_fraction",
+    "peak_memory_bytes",
+    "tags",
+    "cost_model_version",
+    "calibration_id",
+)
+"""What a history row shows (api.present.plan_summary), in this order."""
+DOCUMENT_COLUMNS = (
+    "id",
+    "created_at",
+    "tags",
+    "cost_model_version",
+    "calibration_id",
+    "request",
+    "result",
+)
+"""What a plan's document is made of (api.present.plan_document)."""
+
+
+class StoredPlan(Protocol):
+    """A plan as read for its document: a `PlanRow`, or a row of DOCUMENT_COLUMNS (the hot
+    reads select those columns with SQLAlchemy Core: no ORM objects are built)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def tags(self) -> list[str]: ...
+    @property
+    def cost_model_version(self) -> str | None: ...
+    @property
+    def calibration_id(self) -> str | None: ...
+    @property
+    def request(self) -> dict[str, Any]: ...
+    @property
+    def result(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -57,7 +107,7 @@ class Cursor:
 
 @dataclass(frozen=True)
 class Page:
-    rows: list[PlanRow]
+    rows: list[Row[Any]]  # SUMMARY_COLUMNS, by name or position
     next_cursor: Cursor | None
 
 
@@ -116,20 +166,39 @@ def get_plan(session: Session, *, tenant: str, plan_id: str) -> PlanRow | None:
     return session.scalar(select(PlanRow).where(PlanRow.id == plan_id, PlanRow.tenant == tenant))
 
 
-def find_cached(session: Session, *, tenant: str, request_hash: str) -> PlanRow | None:
-    """The newest plan of this tenant for the same normalised request made under today's
-    cost-model version (a plan chosen by another model is not today's answer)."""
+_DOCUMENT = [PLANS.c[name] for name in DOCUMENT_COLUMNS]
+_SUMMARY = [PLANS.c[name] for name in SUMMARY_COLUMNS]
+
+
+def get_document(session: Session, *, tenant: str, plan_id: str) -> Row[Any] | None:
+    """A plan's DOCUMENT_COLUMNS and `has_submissions` (whether any submission names it), in
+    one statement."""
+    subs: Table = SubmissionRow.__table__  # type: ignore[assignment]
+    has_submissions = (
+        exists()
+        .where(subs.c.tenant == tenant, subs.c.plan_id == PLANS.c.id)
+        .label("has_submissions")
+    )
+    stmt = select(*_DOCUMENT, has_submissions).where(
+        PLANS.c.id == plan_id, PLANS.c.tenant == tenant
+    )
+    return session.execute(stmt).first()
+
+
+def find_cached(session: Session, *, tenant: str, request_hash: str) -> Row[Any] | None:
+    """The newest plan (DOCUMENT_COLUMNS) of this tenant for the same normalised request made
+    under today's cost-model version (a plan chosen by another model is not today's answer)."""
     stmt = (
-        select(PlanRow)
+        select(*_DOCUMENT)
         .where(
-            PlanRow.tenant == tenant,
-            PlanRow.request_hash == request_hash,
-            PlanRow.cost_model_version == COST_MODEL_VERSION,
+            PLANS.c.tenant == tenant,
+            PLANS.c.request_hash == request_hash,
+            PLANS.c.cost_model_version == COST_MODEL_VERSION,
         )
-        .order_by(PlanRow.created_at.desc(), PlanRow.id.desc())
+        .order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc())
         .limit(1)
     )
-    return session.scalar(stmt)
+    return session.execute(stmt).first()
 
 
 def count_plans(session: Session, *, tenant: str, request_hash: str | None = None) -> int:
@@ -142,43 +211,42 @@ def count_plans(session: Session, *, tenant: str, request_hash: str | None = Non
 
 
 def _conditions(tenant: str, f: PlanFilters) -> list[ColumnElement[bool]]:
-    conds: list[ColumnElement[bool]] = [PlanRow.tenant == tenant]
+    c = PLANS.c
+    conds: list[ColumnElement[bool]] = [c.tenant == tenant]
     for name in ("model_name", "model_hash", "gpu", "schedule", "tp", "pp", "dp"):
         value = getattr(f, name)
         if value is not None:
-            conds.append(getattr(PlanRow, name) == value)
+            conds.append(c[name] == value)
     if f.min_gpus is not None:
-        conds.append(PlanRow.num_gpus >= f.min_gpus)
+        conds.append(c.num_gpus >= f.min_gpus)
     if f.max_gpus is not None:
-        conds.append(PlanRow.num_gpus <= f.max_gpus)
+        conds.append(c.num_gpus <= f.max_gpus)
     if f.created_after is not None:
-        conds.append(PlanRow.created_at > f.created_after)
+        conds.append(c.created_at > f.created_after)
     if f.created_before is not None:
-        conds.append(PlanRow.created_at < f.created_before)
+        conds.append(c.created_at < f.created_before)
     conds.extend(_model_conditions(f))
     if f.tag is not None:
+        tags: Table = PlanTagRow.__table__  # type: ignore[assignment]
         conds.append(
-            exists().where(
-                PlanTagRow.plan_id == PlanRow.id,
-                PlanTagRow.tenant == tenant,
-                PlanTagRow.tag == f.tag,
-            )
+            exists().where(tags.c.plan_id == c.id, tags.c.tenant == tenant, tags.c.tag == f.tag)
         )
     return conds
 
 
 def _model_conditions(f: PlanFilters) -> list[ColumnElement[bool]]:
     """The cost-model version and calibration filters (their two special values)."""
+    c = PLANS.c
     conds: list[ColumnElement[bool]] = []
     if f.cost_model_version == UNKNOWN_VERSION:
-        conds.append(PlanRow.cost_model_version.is_(None))
+        conds.append(c.cost_model_version.is_(None))
     elif f.cost_model_version is not None:
-        conds.append(PlanRow.cost_model_version == f.cost_model_version)
+        conds.append(c.cost_model_version == f.cost_model_version)
     if f.calibration_id == DEFAULT_CALIBRATION:  # made under a known version, no calibration
-        conds.append(PlanRow.calibration_id.is_(None))
-        conds.append(PlanRow.cost_model_version.is_not(None))
+        conds.append(c.calibration_id.is_(None))
+        conds.append(c.cost_model_version.is_not(None))
     elif f.calibration_id is not None:
-        conds.append(PlanRow.calibration_id == f.calibration_id)
+        conds.append(c.calibration_id == f.calibration_id)
     return conds
 
 
@@ -191,30 +259,26 @@ def list_plans(
     page_size: int = 50,
     after: Cursor | None = None,
 ) -> Page:
-    """One page of the history, ordered by (sort column, id); stable under inserts."""
+    """One page of the history (SUMMARY_COLUMNS rows, SQLAlchemy Core: no ORM objects),
+    ordered by (sort column, id); stable under inserts."""
     desc = sort.startswith("-")
-    col = SORT_COLUMNS[sort.lstrip("-")]
+    key = sort.lstrip("-")
+    col, id_col = PLANS.c[key], PLANS.c.id
     conds = _conditions(tenant, filters)
     if after is not None:
         value = after.value
         if desc:
-            conds.append(or_(col < value, and_(col == value, PlanRow.id < after.id)))
+            conds.append(or_(col < value, and_(col == value, id_col < after.id)))
         else:
-            conds.append(or_(col > value, and_(col == value, PlanRow.id > after.id)))
-    order = (col.desc(), PlanRow.id.desc()) if desc else (col.asc(), PlanRow.id.asc())
-    stmt: Select[tuple[PlanRow]] = (
-        select(PlanRow)
-        .options(defer(PlanRow.request), defer(PlanRow.result))
-        .where(*conds)
-        .order_by(*order)
-        .limit(page_size + 1)
-    )
-    rows = list(session.scalars(stmt))
+            conds.append(or_(col > value, and_(col == value, id_col > after.id)))
+    order = (col.desc(), id_col.desc()) if desc else (col.asc(), id_col.asc())
+    stmt = select(*_SUMMARY).where(*conds).order_by(*order).limit(page_size + 1)
+    rows = list(session.execute(stmt))
     next_cursor = None
     if len(rows) > page_size:
         rows = rows[:page_size]
         last = rows[-1]
-        next_cursor = Cursor(sort=sort, value=getattr(last, col.key), id=last.id)
+        next_cursor = Cursor(sort=sort, value=getattr(last, key), id=last.id)
     return Page(rows=rows, next_cursor=next_cursor)
 
 

@@ -307,7 +307,7 @@ def list_plans(
     params.update(tenant=tenant, limit=page_size + 1)
     if after is not None:
         params.update(after_value=after.value, after_id=after.id)
-    rows = list(session.execute(_history(shape, sort, after is not None), params))
+    rows = list(session.execute(_history(shape, sort, after is not None), params).all())
     next_cursor = None
     if len(rows) > page_size:
         rows = rows[:page_size]

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
 from api.idempotent import expiry_of, replay_or_refuse
+from api.jsonbody import JSONBody
 from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
@@ -67,7 +68,7 @@ async def create_plan(
     tenant = principal.tenant
     if idempotency_key is None:
         status, doc, headers = await _create(state, principal, body, respond_async)
-        return JSONResponse(doc, status_code=status, headers=headers)
+        return JSONBody(doc, status_code=status, headers=headers)
     claim = await run_in_threadpool(
         idempotency.begin,
         state.sessions,
@@ -99,7 +100,7 @@ async def create_plan(
         lambda: _complete(state, tenant, idempotency_key, status, doc, headers),
         what=f"idempotency key {idempotency_key!r} completed",
     )
-    return JSONResponse(doc, status_code=status, headers=headers)
+    return JSONBody(doc, status_code=status, headers=headers)
 
 
 async def _settle(write: Callable[[], None], *, what: str) -> None:
@@ -180,7 +181,7 @@ async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JS
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     doc = plan_document(row, cache_hit=False)
     doc["submissions"] = [submission_document(r) for r in submissions]
-    return JSONResponse(doc)
+    return JSONBody(doc)
 
 
 def _plan_with_submissions(
@@ -287,7 +288,7 @@ async def replan_plan(
     outcome, doc = await replan(state, principal, plan_id, calibration_choice(body))
     assert outcome.plan is not None
     headers = {"Location": f"/v1/plans/{outcome.plan.id}"}
-    return JSONResponse(doc, status_code=201 if outcome.created else 200, headers=headers)
+    return JSONBody(doc, status_code=201 if outcome.created else 200, headers=headers)
 
 
 def _timestamp(moment: datetime) -> float:

@@ -1,16 +1,20 @@
 """The hot reads (GET of one plan, the history page) serve what was stored, on SQLite and
 PostgreSQL: they read columns with SQLAlchemy Core, bind values into statements built once per
-shape of the query and skip re-validating stored documents, so these tests hold their output
-against the rows as inserted and against the response models."""
+shape of the query, skip re-validating stored documents and encode with orjson, so these tests
+hold their output against the rows as inserted, the response models and the standard library's
+JSON."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
+from fastapi.responses import JSONResponse
 from svc_factories import evaluated_result, synthetic_rows, tiny_request
 from svc_harness import Api
 
+from api.jsonbody import JSONBody
 from api.schemas.plans import PlanListPublic, PlanPublic
 from api.store.db import session_scope
 from api.store.plans import bulk_insert, insert_plan
@@ -113,3 +117,15 @@ def test_one_plan_is_served_as_stored(api: Api) -> None:
     assert PlanPublic.model_validate(doc).model_dump(mode="json")["result"] == result
     r = api.client.get(f"/v1/plans/{plan_id}", headers=api.globex)
     assert r.status_code == 404
+
+
+def test_json_bodies_are_the_standard_librarys_json_values() -> None:
+    request = tiny_request()
+    result = evaluated_result(request, {"tp": 1, "pp": 2, "dp": 2, "schedule": "1f1b"})
+    doc = {"request": request, "result": result, "name": "gpt-é→", "tiny": 5e-324, "big": 2**63 - 1}
+    body = JSONBody(doc).body
+    assert json.loads(body) == json.loads(JSONResponse(doc).body) == doc
+    assert "gpt-é→".encode() in body  # UTF-8, not escaped
+    # values orjson refuses are written as the standard library writes them
+    assert json.loads(JSONBody({"n": 2**70}).body) == {"n": 2**70}
+    assert JSONBody({1: "x"}).body == JSONResponse({1: "x"}).body == b'{"1":"x"}'

@@ -28,7 +28,7 @@ from api.store.ids import new_id
 from api.store.keys import Principal
 from api.store.plans import StoredPlan
 from api.store.profiles import get_profile
-from api.store.tables import JobRow, PlanRow
+from api.store.tables import JobRow
 from planner.plan import PlanResult
 from planner.search.progress import SearchProgress
 from planner.specs import ModelProfile, PlanRequest, ProfileRef
@@ -180,7 +180,7 @@ class Planner:
 
     def _get(self, tenant: str, plan_id: str) -> StoredPlan:
         with read_session(self.state.sessions) as session:
-            row = plan_store.get_document(session, tenant=tenant, plan_id=plan_id)
+            row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
         assert row is not None  # written before the future resolved
         return row
 
@@ -309,7 +309,7 @@ class Planner:
             if self._stored(tenant, plan_id) is None:
                 raise
 
-    def _stored(self, tenant: str, plan_id: str) -> PlanRow | None:
+    def _stored(self, tenant: str, plan_id: str) -> StoredPlan | None:
         with self.state.sessions() as session:
             return plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
 

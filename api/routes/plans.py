@@ -189,7 +189,7 @@ def _plan_with_submissions(
 ) -> tuple[Row[Any] | None, list[SubmissionRow]]:
     """The plan's document columns and its submissions: one statement for a plan that has
     none (most plans)."""
-    row = plan_store.get_document(session, tenant=tenant, plan_id=plan_id)
+    row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
     if row is None or not row.has_submissions:
         return row, []
     return row, submission_store.plan_submissions(session, tenant=tenant, plan_id=plan_id)

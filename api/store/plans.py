@@ -63,23 +63,28 @@ SUMMARY_COLUMNS = (
 DOCUMENT_COLUMNS = (
     "id",
     "created_at",
+    "gpu",
     "tags",
     "cost_model_version",
     "calibration_id",
     "request",
     "result",
 )
-"""What a plan's document is made of (api.present.plan_document)."""
+"""What a plan's readers use: its document (api.present.plan_document), and the GPU the plan
+page's calibration section names."""
 
 
 class StoredPlan(Protocol):
-    """A plan as read for its document: a `PlanRow`, or a row of DOCUMENT_COLUMNS (the hot
-    reads select those columns with SQLAlchemy Core: no ORM objects are built)."""
+    """A stored plan as its readers see it: a row of DOCUMENT_COLUMNS (`get_plan`,
+    `find_cached`; SQLAlchemy Core, no ORM object is built), or the `PlanRow` that
+    `insert_plan` returns."""
 
     @property
     def id(self) -> str: ...
     @property
     def created_at(self) -> datetime: ...
+    @property
+    def gpu(self) -> str: ...
     @property
     def tags(self) -> list[str]: ...
     @property
@@ -176,10 +181,6 @@ def insert_plan(
     return row
 
 
-def get_plan(session: Session, *, tenant: str, plan_id: str) -> PlanRow | None:
-    return session.scalar(select(PlanRow).where(PlanRow.id == plan_id, PlanRow.tenant == tenant))
-
-
 _DOCUMENT = [PLANS.c[name] for name in DOCUMENT_COLUMNS]
 _SUMMARY = [PLANS.c[name] for name in SUMMARY_COLUMNS]
 _SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[assignment]
@@ -204,9 +205,10 @@ _FIND_CACHED = (
 )
 
 
-def get_document(session: Session, *, tenant: str, plan_id: str) -> Row[Any] | None:
+def get_plan(session: Session, *, tenant: str, plan_id: str) -> Row[Any] | None:
     """A plan's DOCUMENT_COLUMNS and `has_submissions` (whether any submission names it), in
-    one statement."""
+    one statement: what every reader of a stored plan uses (its document, its request and
+    result for launch configs, runs, timelines, submissions and replans)."""
     return session.execute(_GET_DOCUMENT, {"tenant": tenant, "plan_id": plan_id}).first()
 
 

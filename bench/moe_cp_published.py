@@ -1,6 +1,10 @@
 """Predict the published context- and expert-parallel configurations of ../shared/cases/moe_cp.json.
 
-python bench/moe_cp_published.py [--json] [--cases PATH]
+python bench/moe_cp_published.py [--json] [--cases PATH] [--plan S]
+
+`--plan S` also searches each row's request with the configuration left free (time limit S
+seconds on the search's clock) and prints the plan beside the published configuration's
+prediction: feasible, at least as fast, the search's status, gap and CPU time.
 
 Each row evaluates the published configuration with meshplan's cost model (planner.cost.evaluate,
 the catalog's default constants: nothing here is tuned to a row) and prints the published and
@@ -41,6 +45,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from planner.catalog.models import PRESETS
 from planner.catalog.moe import layer_flops
 from planner.cost import evaluate
-from planner.errors import SpecError
+from planner.errors import InfeasibleError, SpecError
 from planner.plan import Prediction
+from planner.search import search
 from planner.specs import Candidate, ClusterSpec, ModelArch, PlanRequest, TrainingSpec
 from planner.specs.base import RecomputeMode
 
@@ -133,9 +139,12 @@ def causal_core_flops(arch: ModelArch, *, seq: int, tokens: int) -> float:
     return 0.5 * 3.0 * core * tokens / seq
 
 
-def _row(name: str, pred: Prediction, candidate: Candidate, **extra: Any) -> dict[str, Any]:
+def _row(
+    name: str, req: PlanRequest, pred: Prediction, candidate: Candidate, **extra: Any
+) -> dict[str, Any]:
     return {
         "name": name,
+        "request": req.model_dump(mode="json"),
         "config": candidate.model_dump(mode="json", exclude={"stages"}, exclude_defaults=False),
         "step_time_s": round(pred.step_time_s, 4),
         "peak_memory_gib": round(pred.peak_memory_bytes / GIB, 2),
@@ -177,6 +186,7 @@ def llama3_405b(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any
         out.append(
             _row(
                 f"{case['name']}@{num_gpus}",
+                req,
                 pred,
                 c,
                 published_tflops_per_gpu=published,
@@ -204,6 +214,7 @@ def torchtitan(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any]
         out.append(
             _row(
                 f"{case['name']}@cp{cp}",
+                req,
                 pred,
                 c,
                 published_tokens_per_s_per_gpu=published,
@@ -223,7 +234,8 @@ def feasibility(
         c, pred = least_recompute(req, candidate)
     except SpecError as exc:
         return [{"name": case["name"], "error": str(exc), "feasible": False}]
-    return [_row(case["name"], pred, c, model_tflops_per_gpu=round(pred.model_tflops_per_gpu, 1))]
+    tflops = round(pred.model_tflops_per_gpu, 1)
+    return [_row(case["name"], req, pred, c, model_tflops_per_gpu=tflops)]
 
 
 def rows(cases_path: str | Path = DEFAULT_CASES) -> list[dict[str, Any]]:
@@ -265,17 +277,52 @@ def rows(cases_path: str | Path = DEFAULT_CASES) -> list[dict[str, Any]]:
     return out
 
 
+def plan_row(row: dict[str, Any], time_limit_s: float) -> dict[str, Any]:
+    """The planner's own plan for a row's request (the published configuration left free),
+    against the published configuration's prediction: the issue's check that the plan is
+    feasible and predicted at least as fast."""
+    req = PlanRequest.model_validate(row["request"])
+    req = req.model_copy(
+        update={"search": req.search.model_copy(update={"time_limit_s": time_limit_s})}
+    )
+    started = time.process_time()
+    try:
+        result = search(req, clock=time.monotonic)
+    except InfeasibleError as exc:
+        return {"name": row["name"], "plan": None, "error": str(exc).splitlines()[0]}
+    plan, stats = result.plan, result.search
+    step = plan.prediction.step_time_s
+    return {
+        "name": row["name"],
+        "plan": plan.candidate().model_dump(mode="json", exclude={"stages"}),
+        "plan_step_time_s": round(step, 4),
+        "published_step_time_s": row["step_time_s"],
+        "at_least_as_fast": step <= row["step_time_s"] * (1 + 1e-9),
+        "feasible": plan.prediction.feasible,
+        "status": stats.status,
+        "gap": stats.gap,
+        "cpu_s": round(time.process_time() - started, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--cases", default=str(DEFAULT_CASES))
+    ap.add_argument(
+        "--plan",
+        type=float,
+        metavar="S",
+        help="also search each row's request (time limit S seconds) and compare the plan",
+    )
     args = ap.parse_args(argv)
     table = rows(args.cases)
+    planned = [plan_row(r, args.plan) for r in table if "step_time_s" in r] if args.plan else []
     if args.json:
-        print(json.dumps(table, indent=1))
+        print(json.dumps({"rows": table, "plans": planned}, indent=1))
         return 0
-    for r in table:
-        shown = {k: v for k, v in r.items() if k != "config"}
+    for r in table + planned:
+        shown = {k: v for k, v in r.items() if k not in ("config", "request")}
         print(json.dumps(shown))
     return 0
 

@@ -188,12 +188,19 @@ def build_inputs(
         dense = params - expert
         z = c.zero_stage
         sb = static_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
-        sync = dp_sync_s(dense, training=training, zero_stage=z, dp=dense_dp, link=dlink)
+        sync = dp_sync_s(
+            dense, training=training, zero_stage=z, dp=dense_dp, link=dlink, microbatches=m
+        )
         step_bytes = optimizer_step_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
         if expert > 0:
             sb = sb.plus(static_bytes(expert, training=training, zero_stage=z, dp=edp))
             sync += dp_sync_s(
-                expert, training=training, zero_stage=z, dp=edp, link=folded.expert_grad
+                expert,
+                training=training,
+                zero_stage=z,
+                dp=edp,
+                link=folded.expert_grad,
+                microbatches=m,
             )
             step_bytes += optimizer_step_bytes(expert, training=training, zero_stage=z, dp=edp)
         if tied and (first or is_head):

@@ -177,22 +177,43 @@ def static_bytes(
 
 
 def dp_sync_s(
-    param_count: float, *, training: TrainingSpec, zero_stage: int, dp: int, link: Link
+    param_count: float,
+    *,
+    training: TrainingSpec,
+    zero_stage: int,
+    dp: int,
+    link: Link,
+    microbatches: int,
 ) -> float:
-    """Gradient synchronisation of `param_count` parameters across the DP group, no overlap.
-
-    Ring all-reduce of the gradients: 2(d-1)/d * S / bandwidth (NCCL doc/PERFORMANCE.md).
-    ZeRO-1/2 reduce-scatter the gradients and all-gather the parameters: the same volume.
-    ZeRO-3 also all-gathers parameters in the backward: 1.5x (ZeRO paper §7).
-    We model no overlap with the backward (Megatron-LM 2021 all-reduces after the last
+    """Data-parallel traffic of `param_count` parameters in one step of `microbatches`
+    micro-batches, no overlap, in units of one ring all-reduce of the gradients
+    A = 2(d-1)/d * S / bandwidth (NCCL doc/PERFORMANCE.md; a reduce-scatter or an all-gather
+    is A / 2):
+    - ZeRO-0/1: the gradients accumulate in full on every rank and are all-reduced once
+      (ZeRO-1: reduce-scattered, then the updated parameters all-gathered): A.
+    - ZeRO-2: a rank keeps only its gradient shard, so every micro-batch's gradients are
+      reduce-scattered as its backward makes them, and the parameters all-gathered once
+      after the step: (m + 1) A / 2 (Rajbhandari et al. 2020 §5.2; DeepSpeed's stage-2
+      reduction at each micro-step).
+    - ZeRO-3: every micro-batch all-gathers the parameters for its forward and again for its
+      backward and reduce-scatters its gradients: 1.5 m A (ZeRO §7.2.2 gives 1.5 A for one
+      micro-batch; FSDP's reshard-after-forward does the same per micro-batch).
+    We model no overlap with compute (Megatron-LM 2021 all-reduces after the last
     micro-batch's backward), so this is an upper bound where frameworks overlap buckets.
     The latency term is left out: gradients travel in large buckets, and this time is summed
     per layer.
     """
     if dp <= 1 or param_count <= 0:
         return 0.0
+    if microbatches < 1:
+        raise ValueError(f"microbatches={microbatches} must be >= 1")
     grad_bytes = param_count * training.dtype_bytes
-    factor = 1.5 if zero_stage >= 3 else 1.0
+    if zero_stage >= 3:
+        factor = 1.5 * microbatches
+    elif zero_stage == 2:
+        factor = (microbatches + 1) / 2
+    else:
+        factor = 1.0
     return factor * (all_reduce_s(grad_bytes, group=dp, link=link) - link.latency_s)
 
 

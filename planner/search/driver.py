@@ -172,6 +172,21 @@ def time_bound_s(request: PlanRequest, out: Outcome) -> float | None:
     return best[1].score.step_time_s
 
 
+def bubble_closed(request: PlanRequest, out: Outcome, pp: int) -> bool:
+    """Objective bubble with a zero-bubble incumbent: a pp > 1 configuration cannot tie it.
+    Every stage holds a layer of positive time, so rank 1 idles at least until stage 0's
+    first forward ends, and its idle time makes the bubble (sum of idle / (pp x step),
+    planner.schedules.simulate) positive under every schedule."""
+    best = out.best
+    return (
+        pp > 1
+        and request.objective == "bubble"
+        and request.search.mode != "exhaustive"
+        and best is not None
+        and best[1].score.bubble_fraction == 0.0
+    )
+
+
 def run_search(
     request: PlanRequest,
     *,
@@ -316,6 +331,8 @@ def settled(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
         return True
     if request.search.mode != "exhaustive" and entry.memory_floor_bytes > entry.inputs.cap_bytes:
         return True
+    if bubble_closed(request, out, entry.config.pp):
+        return True
     bound = time_bound_s(request, out)
     return bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
 
@@ -327,6 +344,8 @@ def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[flo
     floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
     src = out.source if out.source is not None else resolve_costs(request)
     for members in out.pending:
+        if bubble_closed(request, out, members[0].pp):  # a group shares its pp
+            continue
         key = id(members)
         if key not in out.pending_floors:
             if not sweep:
@@ -482,6 +501,9 @@ def _sweep(
             return groups[done:]
         if _gap_reached(request, out, throttle=True):
             return groups[done:]
+        if bubble_closed(request, out, members[0].pp):  # a group shares its pp
+            out.group_time_pruned += len(members)
+            continue
         bound = time_bound_s(request, out)
         enough = bound * (1 - REL_TOL) if bound is not None else None
         if prune and enough is not None:
@@ -561,7 +583,9 @@ def _visit(
         return 0.0
     best = out.best
     bound = time_bound_s(request, out)
-    if bound is not None and entry.floor_s >= bound * (1 - REL_TOL):
+    if bubble_closed(request, out, cfg.pp) or (
+        bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
+    ):
         entry.verdict = "pruned"
         return 0.0
     left = time_left()
@@ -675,6 +699,8 @@ def _capped(elapsed: Callable[[], float], limit: float, cap: float) -> Callable[
 
 
 def _cannot_win(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
+    if bubble_closed(request, out, entry.config.pp):
+        return True
     bound = time_bound_s(request, out)
     return bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
 

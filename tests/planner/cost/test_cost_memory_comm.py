@@ -81,10 +81,27 @@ def test_ring_formulas() -> None:
 
 def test_dp_sync_zero_stages() -> None:
     link = dp_link(CLUSTER, tp=8, dp=8)
-    z0 = dp_sync_s(PSI, training=BF16_ADAM, zero_stage=0, dp=8, link=link)
+
+    def sync(zero: int, dp: int = 8, m: int = 1) -> float:
+        return dp_sync_s(PSI, training=BF16_ADAM, zero_stage=zero, dp=dp, link=link, microbatches=m)
+
+    z0 = sync(0)
     assert z0 == pytest.approx(2 * 7 / 8 * 2 * PSI / 25e9)
-    assert dp_sync_s(PSI, training=BF16_ADAM, zero_stage=1, dp=8, link=link) == pytest.approx(z0)
-    assert dp_sync_s(PSI, training=BF16_ADAM, zero_stage=3, dp=8, link=link) == pytest.approx(
-        1.5 * z0
-    )
-    assert dp_sync_s(PSI, training=BF16_ADAM, zero_stage=0, dp=1, link=link) == 0
+    assert sync(1) == pytest.approx(z0)
+    assert sync(3) == pytest.approx(1.5 * z0)
+    assert sync(0, dp=1) == 0
+
+
+def test_zero_2_and_3_pay_their_traffic_per_micro_batch() -> None:
+    # 8 micro-batches: ZeRO-0/1 accumulate locally and all-reduce once; ZeRO-2 reduce-scatters
+    # each micro-batch (8 x half an all-reduce) and all-gathers once (half); ZeRO-3 gathers
+    # twice and reduce-scatters once per micro-batch (8 x 1.5)
+    link = dp_link(CLUSTER, tp=8, dp=8)
+    one = 2 * 7 / 8 * 2 * PSI / 25e9
+
+    def sync(zero: int) -> float:
+        return dp_sync_s(PSI, training=BF16_ADAM, zero_stage=zero, dp=8, link=link, microbatches=8)
+
+    assert sync(0) == pytest.approx(one) and sync(1) == pytest.approx(one)
+    assert sync(2) == pytest.approx(4.5 * one)
+    assert sync(3) == pytest.approx(12 * one)

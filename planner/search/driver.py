@@ -79,7 +79,7 @@ class Entry:
     known_domains: Domains | None = None  # ... and the count domains it proved
     probed: bool = False  # ... after probing them to the end
     descended: bool = False  # the improve pass ran its hill climb to the end
-    proof_floor_s: float = 0.0  # the path-cut floor an unfinished solve proved (bounds.cut_floor_s)
+    proof_floor_s: float = 0.0  # what an unfinished solve proved: cut_floor_s, its LP floors
 
     @property
     def floor_s(self) -> float:
@@ -580,9 +580,10 @@ def _visit(
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls
     out.cuts += res.cuts
-    if res.status in ("FEASIBLE", "UNKNOWN") and res.paths:
-        floor = cut_floor_s(inputs, res.paths)  # what the unfinished solve proved
-        entry.proof_floor_s = max(entry.proof_floor_s, floor or 0.0)
+    if res.status in ("FEASIBLE", "UNKNOWN"):
+        # what the unfinished solve proved: its path cuts' whole-layer floor, its LP floors
+        floor = cut_floor_s(inputs, res.paths) if res.paths else None
+        entry.proof_floor_s = max(entry.proof_floor_s, floor or 0.0, res.floor_s)
     proven = res.status == "OPTIMAL"
     for sc in (res.best, *res.evaluated):
         if sc is not None and sc.score.feasible:

@@ -1,7 +1,7 @@
 """The planning benchmark: realistic requests beyond Table 1, each search on one core.
 
     python bench/planning_benchmark.py [--repeat 3] [--json] [--cases DIR] [--filter S]
-                                       [--cpu K] [--time-limit S]
+                                       [--cpu K] [--time-limit S] [--gap-tolerance G]
 
 Runs every request of bench/cases/*.json (the cases and their sources: bench/cases/README.md)
 whose file name contains `--filter`, `--repeat` times each. Every search runs in a fresh
@@ -13,8 +13,11 @@ whole search. Per request it prints the least wall time of the runs and their sp
 wall time hides), the status of the fastest run, its gap to the proven lower bound (`search.gap`,
 `search.lower_bound_s`: reported where the search provides them, else "-"), when its best plan
 was first found, and the plan; then a summary against the goals of issue #21 (median <= 1 s,
-max <= 5 s, every request OPTIMAL). Wall times on a shared machine move with its load: the
-summary prints `os.getloadavg()` at the start and the end.
+max <= 5 s, every request OPTIMAL or within a proven 0.5 % gap). Wall times on a shared
+machine move with its load: the summary prints `os.getloadavg()` at the start and the end.
+`--gap-tolerance G` sets search.gap_tolerance on every request (how long a proven gap of at
+most G takes; a request stopped by it is FEASIBLE and counts as within the gap if G is at
+most the goal's).
 
 `measure(name, request, repeat=..)` and `summarize(rows, goals)` are the function API
 (bench/search_speed.py prints the Table-1 rows with them; tests/bench runs one tiny case).
@@ -50,10 +53,11 @@ class Goals:
 
     median_s: float
     max_s: float
+    gap: float = 0.0  # every request ends OPTIMAL or with a proven gap at most this
 
 
-REQUEST_GOALS = Goals(median_s=1.0, max_s=5.0)  # the benchmark's requests
-TABLE1_GOALS = Goals(median_s=0.5, max_s=3.0)  # the Megatron-LM Table-1 rows
+REQUEST_GOALS = Goals(median_s=1.0, max_s=5.0, gap=0.005)  # the benchmark's requests
+TABLE1_GOALS = Goals(median_s=0.5, max_s=3.0, gap=0.0)  # the Megatron-LM Table-1 rows
 
 
 def load_cases(directory: Path = CASES, name_filter: str = "") -> list[tuple[str, PlanRequest]]:
@@ -166,16 +170,22 @@ def summarize(rows: list[dict[str, Any]], goals: Goals) -> dict[str, Any]:
     cpus = [r.get("cpu_s", r["wall_s"]) for r in rows]
     median, top = statistics.median(walls), max(walls)
     optimal = sum(r["status"] == "OPTIMAL" for r in rows)
+    within = sum(
+        r["status"] == "OPTIMAL" or (r.get("gap") is not None and r["gap"] <= goals.gap)
+        for r in rows
+    )
     return {
         "count": len(rows),
         "optimal": optimal,
+        "within_gap": within,
+        "goal_gap": goals.gap,
         "median_s": round(median, 3),
         "max_s": round(top, 3),
         "cpu_median_s": round(statistics.median(cpus), 3),
         "cpu_max_s": round(max(cpus), 3),
         "goal_median_s": goals.median_s,
         "goal_max_s": goals.max_s,
-        "goals_met": median <= goals.median_s and top <= goals.max_s and optimal == len(rows),
+        "goals_met": median <= goals.median_s and top <= goals.max_s and within == len(rows),
     }
 
 
@@ -197,7 +207,8 @@ def format_row(row: dict[str, Any]) -> str:
 
 def format_summary(summary: dict[str, Any], load: tuple[float, float]) -> str:
     return (
-        f"{summary['count']} requests: {summary['optimal']} OPTIMAL, median "
+        f"{summary['count']} requests: {summary['optimal']} OPTIMAL, {summary['within_gap']} "
+        f"OPTIMAL or within a {100 * summary['goal_gap']:.1f} % gap, median "
         f"{summary['median_s']:.2f} s (goal <= {summary['goal_median_s']}), max "
         f"{summary['max_s']:.2f} s (goal <= {summary['goal_max_s']}), CPU median "
         f"{summary['cpu_median_s']:.2f} s max {summary['cpu_max_s']:.2f} s: goals "
@@ -226,16 +237,23 @@ def main() -> None:
     ap.add_argument("--filter", default="", help="only files whose name contains this")
     ap.add_argument("--cpu", type=int, default=None, help="the core to pin searches to")
     ap.add_argument("--time-limit", type=float, default=None, help="override search.time_limit_s")
+    ap.add_argument(
+        "--gap-tolerance", type=float, default=None, help="set search.gap_tolerance (0..1)"
+    )
     args = ap.parse_args()
     cases = load_cases(args.cases, args.filter)
     if not cases:
         print(f"no request in {args.cases} matches {args.filter!r}", file=sys.stderr)
         sys.exit(2)
+    search_update: dict[str, float] = {}
     if args.time_limit is not None:
+        search_update["time_limit_s"] = args.time_limit
+    if args.gap_tolerance is not None:
+        search_update["gap_tolerance"] = args.gap_tolerance
+    if search_update:
         cases = [
-            (n, r.model_copy(update={"search": r.search.model_copy(update={"time_limit_s": t})}))
+            (n, r.model_copy(update={"search": r.search.model_copy(update=search_update)}))
             for n, r in cases
-            for t in [args.time_limit]
         ]
     start_load = os.getloadavg()[0]
     rows = run_rows(cases, repeat=args.repeat, cpu=args.cpu, quiet=args.json)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import operator
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -220,56 +221,94 @@ def _held_modes(
     (PartitionInputs.rank_points: its peak is the largest of them, not the sum of its stages'
     peaks, which do not coincide; with interleaved-1f1b at pp = 16, vpp = 5 the sum is 1.7x the
     peak and recomputes layers that fit). While the largest point is over the cap, step the
-    layer with the most bytes saved *at that point* per second added to a heavier mode. Each
+    layer with the most bytes saved *at that point* per second added to a heavier mode, until
+    that point fits (then the fullest again). Each
     point's bytes as the scorer counts them (planner.cost.memory.rank_activation_peak): the
     held activations, the larger of the loss temporary and the recompute transient of its
-    stage (in a backward), times (1 + fragmentation)."""
+    stage (in a backward), times (1 + fragmentation). Where the sum of the stages' peaks fits
+    (no point holds more of a stage than its peak), nothing is recomputed without reading the
+    points."""
     ks = [MODE_INDEX[m] for m in order]
-    stage_of = {i: s for s, lo, hi in spans for i in range(lo, hi)}
     rank = inputs.stage_rank[spans[0][0]]
-    points = inputs.rank_points[rank]
-    slot = {s: j for j, s in enumerate(rank_stages(inputs.stage_rank)[rank])}
-    current = dict.fromkeys(stage_of, 0)
     act, last = inputs.activation_bytes, inputs.num_stages - 1
+    stage_of = {i: s for s, lo, hi in spans for i in range(lo, hi)}
+    current = dict.fromkeys(stage_of, 0)
     base = inputs.fixed_bytes + sum(inputs.static_bytes[i] for i in stage_of)
     grow = 1.0 + inputs.fragmentation_fraction
-    held = [sum(p.counts[slot[s]] * act[i][ks[0]] for i, s in stage_of.items()) for p in points]
+    held_of = {s: sum(act[i][ks[0]] for i in range(lo, hi)) for s, lo, hi in spans}
     # per stage: the recompute transient, act(none) - act(mode) of its largest layer
-    transient = dict.fromkeys((s for s, _, _ in spans), 0.0)
-    for i, s in stage_of.items():
-        transient[s] = max(transient[s], act[i][0] - act[i][ks[0]])
+    transient = {
+        s: max((act[i][0] - act[i][ks[0]] for i in range(lo, hi)), default=0.0)
+        for s, lo, hi in spans
+    }
+    peaks = sum(inputs.inflight[s] * b for s, b in held_of.items())
+    most = max(inputs.loss_bytes, *transient.values())
+    if base + grow * (peaks + most) <= inputs.cap_bytes:
+        return ()
+    points = inputs.rank_points[rank]
+    stages = rank_stages(inputs.stage_rank)[rank]
+    counts_of = [p.counts for p in points]
+    loss = [
+        inputs.loss_bytes if p.stage == last and p.phase is not ActionKind.W else 0.0
+        for p in points
+    ]
+    # the stage whose transient a point's action holds (a backward), else None
+    recomputing = [
+        p.stage if p.phase in (ActionKind.B, ActionKind.I) and inputs.recompute_transient else None
+        for p in points
+    ]
+
+    def fullest() -> tuple[int, float]:
+        """(the point holding most, its bytes)."""
+        per_slot = [held_of[st] for st in stages]
+        totals = [
+            sum(map(operator.mul, c, per_slot))
+            + (loss[q] if (t := recomputing[q]) is None else max(loss[q], transient[t]))
+            for q, c in enumerate(counts_of)
+        ]
+        q = max(range(len(totals)), key=totals.__getitem__)
+        return q, base + grow * totals[q]
 
     def point_bytes(q: int) -> float:
-        p = points[q]
-        extra = inputs.loss_bytes if p.stage == last and p.phase is not ActionKind.W else 0.0
-        if p.phase in (ActionKind.B, ActionKind.I) and inputs.recompute_transient:
-            extra = max(extra, transient.get(p.stage, 0.0))
-        return base + grow * (held[q] + extra)
+        held = sum(map(operator.mul, counts_of[q], [held_of[st] for st in stages]))
+        t = recomputing[q]
+        return base + grow * (held + (loss[q] if t is None else max(loss[q], transient[t])))
+
+    def step(i: int, n: int) -> tuple[float, int, int] | None:
+        """(-bytes saved per second at a point holding n of i's stage, layer, mode)."""
+        c, best = current[i], None
+        for nxt in range(c + 1, len(order)):
+            saved = n * (act[i][ks[c]] - act[i][ks[nxt]])
+            if saved <= 0:
+                continue
+            cost = inputs.bw_input_s[i][ks[nxt]] - inputs.bw_input_s[i][ks[c]]
+            key = (-(saved / max(cost, 1e-15)), i, nxt)
+            if best is None or key < best:
+                best = key
+        return best
 
     cap = inputs.cap_bytes
+    slot = {st: j for j, st in enumerate(stages)}
     while True:
-        q = max(range(len(points)), key=point_bytes)
-        if point_bytes(q) <= cap:
+        # the fullest point, then steps by what they save there until it fits (the other
+        # points are read again only then: they change with every step, the fullest rarely)
+        q, most_bytes = fullest()
+        if most_bytes <= cap:
             break
-        best: tuple[float, int, int] | None = None
-        for i, s in stage_of.items():
-            c = current[i]
-            for nxt in range(c + 1, len(order)):
-                saved = points[q].counts[slot[s]] * (act[i][ks[c]] - act[i][ks[nxt]])
-                if saved <= 0:
-                    continue
-                cost = inputs.bw_input_s[i][ks[nxt]] - inputs.bw_input_s[i][ks[c]]
-                key = (-(saved / max(cost, 1e-15)), i, nxt)
-                if best is None or key < best:
-                    best = key
-        if best is None:
-            break  # nothing saves bytes at the binding point: the rank cannot fit
-        _, i, nxt = best
-        s, c = stage_of[i], current[i]
-        for k, p in enumerate(points):
-            held[k] -= p.counts[slot[s]] * (act[i][ks[c]] - act[i][ks[nxt]])
-        current[i] = nxt
-        transient[s] = max(transient[s], act[i][0] - act[i][ks[nxt]])
+        counts = counts_of[q]
+        heap = [st for i, s in stage_of.items() if (st := step(i, counts[slot[s]])) is not None]
+        if not heap:
+            break  # nothing saves bytes at the fullest point: the rank cannot fit
+        heapq.heapify(heap)
+        while heap and point_bytes(q) > cap:
+            _, i, nxt = heapq.heappop(heap)
+            s = stage_of[i]
+            held_of[s] -= act[i][ks[current[i]]] - act[i][ks[nxt]]
+            current[i] = nxt
+            transient[s] = max(transient[s], act[i][0] - act[i][ks[nxt]])
+            following = step(i, counts[slot[s]])
+            if following is not None:
+                heapq.heappush(heap, following)
     return tuple((i, c) for i, c in current.items() if c)
 
 

@@ -3,7 +3,8 @@ greedy it implements: fastest modes, then, while the fullest rank is over the ca
 rank's layer with the most bytes saved per second added (first of equals) to the heavier mode
 that saves most per second (modes that save nothing stepped over). A rank with one held point
 counts its stages' in-flight peaks; one with several (interleaved, zbv) counts each held point
-as the scorer does, and the step saves bytes at its fullest point."""
+as the scorer does, and its steps save bytes at its fullest point until that point fits (then
+the fullest again)."""
 
 from __future__ import annotations
 
@@ -54,11 +55,16 @@ def plain_greedy(
                 total += inputs.static_bytes[i] + inputs.inflight[stage[i]] * a
         return total, None
 
+    stick: tuple[int, HeldPoint] | None = None  # a fullest point not fitting yet
     while True:
-        worst = max(range(inputs.pp), key=lambda r: fullest(r)[0])
-        bytes_, point = fullest(worst)
-        if bytes_ <= inputs.cap_bytes:
-            break
+        if stick is not None and point_mem(*stick) > inputs.cap_bytes:
+            worst, point = stick
+        else:
+            worst = max(range(inputs.pp), key=lambda r: fullest(r)[0])
+            bytes_, point = fullest(worst)
+            if bytes_ <= inputs.cap_bytes:
+                break
+            stick = None if point is None else (worst, point)
         slot = {st: j for j, st in enumerate(rank_stages(inputs.stage_rank)[worst])}
         options = []
         for i in range(inputs.num_layers):
@@ -94,3 +100,32 @@ def test_repaired_makes_the_plain_greedys_choice(seed: int) -> None:
                 assert got == want
             else:  # some rank cannot fit: infeasible whatever the others choose
                 assert not score(inputs, got).feasible
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_mode_that_saves_nothing_is_stepped_over(seed: int) -> None:
+    """Selective recompute that saves no bytes (act(selective) = act(none), a flash-attention
+    profile) and costs time: the repair must go on to full where the cap needs it, so it
+    fits wherever every layer in full fits (the fullest point's bytes fall with every step
+    until it fits; with all layers full nothing is left to save). Without the recompute
+    transient, which the one-chunk repair does not count (the scorer does)."""
+    rng, base = mixed_case(32_000, seed)
+    act = tuple((a[0], a[0], a[2]) for a in base.activation_bytes)
+    bw = tuple((b[0], b[0] * 1.05, b[2]) for b in base.bw_input_s)
+    inputs = PartitionInputs(
+        **{
+            **base.__dict__,
+            "activation_bytes": act,
+            "bw_input_s": bw,
+            "recompute_transient": False,
+        }
+    )
+    n, stages = inputs.num_layers, inputs.num_stages
+    modes: tuple[RecomputeMode, ...] = ("none", "selective", "full")
+    for _ in range(6):
+        bounds = (0, *sorted(rng.sample(range(1, n), stages - 1)), n)
+        full = Partition(bounds, ("full",) * n)
+        got = repaired(inputs, bounds, modes)
+        assert "selective" not in got.modes
+        if score(inputs, full).feasible:
+            assert score(inputs, got).feasible

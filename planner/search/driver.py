@@ -30,7 +30,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from planner.cost import PartitionInputs, balanced_bounds, partition_inputs, resolve_costs
+from planner.cost import (
+    MODE_INDEX,
+    PartitionInputs,
+    balanced_bounds,
+    partition_inputs,
+    resolve_costs,
+)
 from planner.cost.partition import SPLIT_BACKWARD
 from planner.cost.source import CostSource
 from planner.errors import SpecError
@@ -776,20 +782,48 @@ def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
 
 
 def _mark_dominated(entries: list[Entry]) -> None:
-    """Configurations that differ only in the ZeRO stage: drop those another one dominates
-    (typically ZeRO-0 against ZeRO-1: same times or slower, more bytes)."""
+    """Configurations that differ only in the ZeRO stage or the recompute modes: drop those
+    another one dominates (typically ZeRO-0 against ZeRO-1: same times or slower, more bytes;
+    under a framework that cannot mix modes, selective recompute against none where it saves
+    no bytes)."""
     buckets: dict[tuple[object, ...], list[Entry]] = {}
     for e in entries:
         c = e.config
         key = (c.tp, c.pp, c.dp, c.vpp, c.schedule, c.micro_batch_size, c.sequence_parallel)
-        buckets.setdefault((*key, c.modes), []).append(e)
+        buckets.setdefault(key, []).append(e)
     for group in buckets.values():
         for i, e in enumerate(group):
             for j, other in enumerate(group):
                 if i == j or other.verdict == "dominated" or e.verdict != "pending":
                     continue
-                if _dominates(other.inputs, e.inputs):
+                if _modes_no_worse(other, e) and _dominates(other.inputs, e.inputs):
                     e.verdict = "dominated"
+
+
+def _modes_no_worse(a: Entry, b: Entry) -> bool:
+    """Every partition of b has one of a, with the same split, no slower and no larger in any
+    layer (with _dominates on the rest, a's best is at least as good as b's): b's modes are
+    among a's, or both use one mode each and a's is, in every layer, no slower in backward, no
+    larger in activation bytes, and holds no larger recompute transient (act(none) - act(mode),
+    0 without recompute). The makespan is a longest path, nondecreasing in the
+    durations, and each rank's peak is nondecreasing in the bytes."""
+    ma, mb = a.config.modes, b.config.modes
+    if set(mb) <= set(ma):
+        return True
+    if len(ma) != 1 or len(mb) != 1:
+        return False
+    ka, kb = MODE_INDEX[ma[0]], MODE_INDEX[mb[0]]
+    none = MODE_INDEX["none"]
+    x, y = a.inputs, b.inputs
+    layers = zip(x.bw_input_s, x.activation_bytes, y.bw_input_s, y.activation_bytes, strict=True)
+    for bw_a, act_a, bw_b, act_b in layers:
+        if bw_a[ka] > bw_b[kb] or act_a[ka] > act_b[kb]:
+            return False
+        transient_a = act_a[none] - act_a[ka] if x.recompute_transient and ka != none else 0.0
+        transient_b = act_b[none] - act_b[kb] if y.recompute_transient and kb != none else 0.0
+        if transient_a > transient_b:
+            return False
+    return True
 
 
 def _offer(

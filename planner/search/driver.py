@@ -47,6 +47,7 @@ from planner.search.bounds import (
     group_time_floor_s,
     least_inflight,
     memory_floor_bytes,
+    restricted,
     time_floor_s,
     work_s,
 )
@@ -273,6 +274,18 @@ def run_search(
                 if entry.result is not None and _unproven(entry):
                     _reopen(entry)
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
+        # Settle pass: configurations no heuristic partition fits come last by estimate, and
+        # most have nothing that fits (their LP with the memory rows is infeasible: settled in
+        # one solve); unvisited, they would hold the bound. Each gets the cheap phases (no
+        # branching, no CP-SAT) within tuning.settle_share of the first pass's cap.
+        if prune and request.objective == "time":
+            for entry in [e for e in fresh if e.estimate_s == math.inf]:
+                if elapsed() >= limit or _gap_reached(request, out):
+                    break
+                own = _capped(elapsed, limit, tuning.settle_share * cap)
+                solver_s += _visit(request, out, entry, split, num_layers, own, prove=False)
+                if entry.result is not None and _unproven(entry):
+                    _reopen(entry)
         # First pass: each configuration gets at most config_share of the limit, so that one
         # hard proof cannot starve the rest; those cut short are solved again with all the
         # time left (and the better incumbent the first pass found).
@@ -510,8 +523,9 @@ def _sweep(
                 out.invalid += 1  # e.g. a schedule torch cannot run with this m
                 continue
             # (a floor at or above the incumbent may stop short: it is pruned either way)
-            floor = time_floor_s(inputs, enough)
-            entry = Entry(cfg, inputs, memory_floor_bytes(inputs), floor)
+            seen = restricted(inputs, cfg.modes)  # the floors of its modes only
+            floor = time_floor_s(seen, enough)
+            entry = Entry(cfg, inputs, memory_floor_bytes(seen), floor)
             entries.append(entry)
             if prune and entry.memory_floor_bytes <= inputs.cap_bytes:
                 if _cannot_win(request, out, entry) and cfg.family in out.families:
@@ -711,6 +725,7 @@ def _group_floors(
             rin = partition_inputs(request, rep.candidate(), source=src, given_inflight=least)
         except SpecError:
             continue
+        rin = restricted(rin, rep.modes)
         built.append((group_memory_floor_bytes(rin), rin))
     if not built:
         return None

@@ -54,9 +54,10 @@ def restricted(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Par
     if len(ks) == len(MODE_INDEX) or not ks:
         return inputs
 
-    def fold(values: tuple[float, ...]) -> tuple[float, ...]:
+    def fold(values: tuple[float, float, float]) -> tuple[float, float, float]:
         least = min(values[k] for k in ks)
-        return tuple(v if k in ks else least for k, v in enumerate(values))
+        a, b, c = (v if k in ks else least for k, v in enumerate(values))
+        return a, b, c
 
     return dataclasses.replace(
         inputs,

@@ -270,7 +270,7 @@ def _held_modes(
         return q, base + grow * totals[q]
 
     def point_bytes(q: int) -> float:
-        held = sum(map(operator.mul, counts_of[q], [held_of[st] for st in stages]))
+        held: float = sum(map(operator.mul, counts_of[q], [held_of[st] for st in stages]))
         t = recomputing[q]
         return base + grow * (held + (loss[q] if t is None else max(loss[q], transient[t])))
 

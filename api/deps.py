@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.auth import require_principal
 from api.state import AppState, app_state
-from api.store.db import session_scope
+from api.store.db import read_session, session_scope
 from api.store.keys import Principal
 
 T = TypeVar("T")
@@ -38,13 +38,11 @@ PrincipalDep = Annotated[Principal, Depends(require_principal)]
 
 
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
-    """Run the read `fn(session)` in one worker thread (one hop off the event loop) on an
-    autocommit connection: each statement reads its own snapshot, and no BEGIN and COMMIT
-    round trips are spent on a transaction that writes nothing."""
+    """Run the read `fn(session)` in one worker thread (one hop off the event loop) in a
+    `read_session` (autocommit: no transaction round trips)."""
 
     def work() -> T:
-        with state.sessions() as session:
-            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        with read_session(state.sessions) as session:
             return fn(session)
 
     return await run_in_threadpool(work)

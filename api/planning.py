@@ -23,11 +23,12 @@ from api.schemas.plans import PlanCreate
 from api.state import AppState
 from api.store import jobs as job_store
 from api.store import plans as plan_store
-from api.store.db import session_scope
+from api.store.db import read_session, session_scope
 from api.store.ids import new_id
 from api.store.keys import Principal
+from api.store.plans import StoredPlan
 from api.store.profiles import get_profile
-from api.store.tables import JobRow, PlanRow
+from api.store.tables import JobRow
 from planner.plan import PlanResult
 from planner.search.progress import SearchProgress
 from planner.specs import ModelProfile, PlanRequest, ProfileRef
@@ -54,7 +55,7 @@ class Normalised:
 class Outcome:
     """What the route answers: a plan (created or from the cache) or a job to poll."""
 
-    plan: PlanRow | None = None
+    plan: StoredPlan | None = None
     created: bool = False
     job_id: str | None = None
 
@@ -118,14 +119,11 @@ class Planner:
         self.state = state
 
     async def submit(self, principal: Principal, request: PlanRequest, *, wait: bool) -> Outcome:
-        norm = await run_in_threadpool(normalise, self.state, principal.tenant, request)
-        check_request(norm.request)
         tenant = principal.tenant
-        if not norm.force:
-            cached = await run_in_threadpool(self._cached, tenant, norm.request_hash)
-            if cached is not None:
-                self.state.metrics.cache_hits.inc()
-                return Outcome(plan=cached)
+        norm, cached = await run_in_threadpool(self._prepare, tenant, request)
+        if cached is not None:
+            self.state.metrics.cache_hits.inc()
+            return Outcome(plan=cached)
         if self.state.queue is not None:  # PostgreSQL: a durable task for the workers
             return await self._enqueue(tenant, norm, wait=wait)
         while True:
@@ -169,12 +167,19 @@ class Planner:
 
     # --- pieces run in threads -----------------------------------------------------------
 
-    def _cached(self, tenant: str, rhash: str) -> PlanRow | None:
-        with self.state.sessions() as session:
+    def _prepare(self, tenant: str, request: PlanRequest) -> tuple[Normalised, StoredPlan | None]:
+        """Normalise, check the limits and (unless forced) look the request up in the cache:
+        one hop off the event loop for a cache hit."""
+        norm = normalise(self.state, tenant, request)
+        check_request(norm.request)
+        return norm, None if norm.force else self._cached(tenant, norm.request_hash)
+
+    def _cached(self, tenant: str, rhash: str) -> StoredPlan | None:
+        with read_session(self.state.sessions) as session:
             return plan_store.find_cached(session, tenant=tenant, request_hash=rhash)
 
-    def _get(self, tenant: str, plan_id: str) -> PlanRow:
-        with self.state.sessions() as session:
+    def _get(self, tenant: str, plan_id: str) -> StoredPlan:
+        with read_session(self.state.sessions) as session:
             row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
         assert row is not None  # written before the future resolved
         return row
@@ -304,7 +309,7 @@ class Planner:
             if self._stored(tenant, plan_id) is None:
                 raise
 
-    def _stored(self, tenant: str, plan_id: str) -> PlanRow | None:
+    def _stored(self, tenant: str, plan_id: str) -> StoredPlan | None:
         with self.state.sessions() as session:
             return plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import hashlib
 import json
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Row
+
 from api.problems import ProblemError
-from api.store.plans import Cursor, PlanFilters
+from api.store.plans import SUMMARY_COLUMNS, Cursor, PlanFilters, StoredPlan
 from api.store.submissions import SubmissionFilters
-from api.store.tables import PlanRow
 from planner.plan import recompute_summary
 from planner.specs.limits import bad_text_reason
 
@@ -29,7 +29,7 @@ def plan_links(plan_id: str) -> dict[str, str]:
     }
 
 
-def plan_document(row: PlanRow, *, cache_hit: bool) -> dict[str, Any]:
+def plan_document(row: StoredPlan, *, cache_hit: bool) -> dict[str, Any]:
     return {
         "id": row.id,
         "created_at": row.created_at.isoformat(),
@@ -42,7 +42,7 @@ def plan_document(row: PlanRow, *, cache_hit: bool) -> dict[str, Any]:
     }
 
 
-def plan_model(row: PlanRow) -> dict[str, str | None]:
+def plan_model(row: StoredPlan) -> dict[str, str | None]:
     """The cost-model version and calibration a stored plan was made with ("unknown": stored
     before plans recorded it)."""
     return {
@@ -74,37 +74,17 @@ def _summarised(plan: Any) -> Any:
     return {**plan, "recompute": summary, "recompute_blocks": blocks}
 
 
-SUMMARY_FIELDS = (
-    "model_name",
-    "model_hash",
-    "gpu",
-    "num_gpus",
-    "schedule",
-    "tp",
-    "pp",
-    "dp",
-    "vpp",
-    "micro_batch_size",
-    "step_time_s",
-    "tokens_per_s",
-    "bubble_fraction",
-    "peak_memory_bytes",
-)
-
-
-def plan_summary(row: PlanRow) -> dict[str, Any]:
-    doc: dict[str, Any] = {"id": row.id, "created_at": row.created_at.isoformat()}
-    for name in SUMMARY_FIELDS:
-        doc[name] = getattr(row, name)
-    doc["tags"] = list(row.tags)
-    doc.update(plan_model(row))
+def plan_summary(row: Row[Any]) -> dict[str, Any]:
+    """A history row (api.store.plans.SUMMARY_COLUMNS) as PlanSummary's fields."""
+    doc = dict(zip(SUMMARY_COLUMNS, row, strict=True))
+    doc["cost_model_version"] = row.cost_model_version or "unknown"
     return doc
 
 
 def filters_key(filters: PlanFilters | SubmissionFilters) -> str:
     """A short digest of the filters, carried in page tokens so that a token is only
     accepted with the filters it was made for."""
-    doc = json.dumps(dataclasses.asdict(filters), sort_keys=True, default=str)
+    doc = json.dumps(vars(filters), sort_keys=True, default=str)  # flat: asdict's dict
     return hashlib.sha256(doc.encode()).hexdigest()[:16]
 
 

@@ -21,7 +21,7 @@ from api.schemas.plans import PlanCreate
 from api.state import AppState
 from api.store import plans as plan_store
 from api.store.keys import Principal
-from api.store.tables import PlanRow
+from api.store.plans import StoredPlan
 from planner.specs.request import CalibrationRef
 
 KEEP = object()
@@ -66,7 +66,7 @@ PREDICTION_FIELDS = (
 )
 
 
-def stored_request(row: PlanRow, calibration_id: Any = KEEP) -> PlanCreate:
+def stored_request(row: StoredPlan, calibration_id: Any = KEEP) -> PlanCreate:
     """The plan's stored request as today's PlanRequest (422 when today's schema refuses it),
     with `calibration_id` (when given) in place of its calibration."""
     doc = dict(row.request)
@@ -121,7 +121,7 @@ async def replan(
     """(the new plan's outcome, the response document: old and new plan and their diff)."""
     from starlette.concurrency import run_in_threadpool
 
-    def load() -> PlanRow | None:
+    def load() -> StoredPlan | None:
         with state.sessions() as session:
             return plan_store.get_plan(session, tenant=principal.tenant, plan_id=plan_id)
 

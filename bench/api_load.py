@@ -242,7 +242,8 @@ def load(url: str, n: int) -> tuple[float, str]:
 def _env(url: str) -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        # this tree first, then the caller's own path (e.g. packages installed beside the venv)
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
         "MESHPLAN_DATABASE_URL": url,
         "MESHPLAN_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
         "MESHPLAN_RATE_LIMIT_PER_S": "0",

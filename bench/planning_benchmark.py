@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner.errors import InfeasibleError
-from planner.plan import PlanResult
+from planner.plan import Plan, PlanResult
 from planner.specs import PlanRequest
 
 CASES = Path(__file__).resolve().parent / "cases"
@@ -111,9 +111,17 @@ def _one_run(request_json: str, cpu: int, cpu_clock: bool = False) -> dict[str, 
         "solver_calls": res.search.solver_calls,
         "step_time_s": p.prediction.step_time_s,
         "tflops_per_gpu": round(p.prediction.hardware_tflops_per_gpu, 1),
-        "plan": f"tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp} {p.schedule} "
+        "plan": f"tp={p.tp}{_folded(p)} pp={p.pp} dp={p.dp} vpp={p.vpp} {p.schedule} "
         f"mbs={p.micro_batch_size} zero={p.zero_stage}",
     }
+
+
+def _folded(p: Plan) -> str:
+    """cp (with its K/V exchange), ep and etp where above 1."""
+    text = f" cp={p.cp}({p.cp_comm})" if p.cp > 1 else ""
+    if p.ep > 1 or p.etp > 1:
+        text += f" ep={p.ep} etp={p.etp}"
+    return text
 
 
 ROOT = Path(__file__).resolve().parents[1]

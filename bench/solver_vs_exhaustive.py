@@ -1,6 +1,7 @@
 """Optimal mode (CP-SAT + path cuts) vs the exhaustive oracle on random small requests.
 
-    python bench/solver_vs_exhaustive.py [--cases 200] [--seed 0] [--kinds plain,framework,bubble]
+    python bench/solver_vs_exhaustive.py [--cases 200] [--seed 0]
+                                         [--kinds plain,framework,bubble,cp,moe]
 
 Requests: random ModelProfiles with 3-6 heterogeneous layers, 1-16 GPUs, two random schedules,
 caps from loose to infeasible (tests/planner/search/random_requests.py): case i of seed s is
@@ -11,6 +12,12 @@ drawn from a generator of their own so that the plain cases stay what they were:
   kept where the framework runs them, else the framework's own);
 - `bubble`: the same request with objective `bubble` (the least bubble fraction, ties broken by
   step time).
+Two kinds draw requests of their own (tests/planner/search/random_folded.py; case i of seed s
+from `Random(f"{kind}-{s}-{i}")`): analytic models of 2-3 decoder blocks on 2-8 GPUs, seq
+2K-4K, caps 0.6-80 GiB, searching cp in {1, 2, 4} with both K/V exchanges:
+- `cp`: a dense llama or gpt;
+- `moe`: a tiny MoE model (2-8 experts, top-1 or 2, shared expert or not, first layer dense
+  or not): ep and etp searched too.
 The two modes agree when they give the same feasibility verdict and, when feasible, equal step
 times to a relative 1e-9 (`bubble`: equal bubble fractions to 1e-9 and equal step times).
 Prints one line per disagreement and the agreement counts per kind.
@@ -27,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "planner" / "search"))
 
+from random_folded import FOLDED_KINDS, random_folded_request
 from random_requests import random_request
 
 from planner.errors import InfeasibleError
@@ -35,7 +43,7 @@ from planner.plan import Prediction
 from planner.search import search
 from planner.specs import PlanRequest
 
-KINDS = ("plain", "framework", "bubble")
+KINDS = ("plain", "framework", "bubble", *FOLDED_KINDS)
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 
 
@@ -87,7 +95,11 @@ def main() -> None:
         base = random_request(random.Random(args.seed * 100_000 + i))
         own = random.Random(f"variant-{args.seed}-{i}")
         for kind in kinds:
-            request = variant(base, kind, own)
+            request = (
+                random_folded_request(random.Random(f"{kind}-{args.seed}-{i}"), kind)
+                if kind in FOLDED_KINDS
+                else variant(base, kind, own)
+            )
             t0 = time.perf_counter()
             got = solve(request, "optimal")
             t1 = time.perf_counter()

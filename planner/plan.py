@@ -106,8 +106,8 @@ class Plan(Frozen):
     attention and dense layers use tp x cp x dp x pp GPUs, expert layers etp x ep x edp x pp on
     the same GPUs, with etp x ep x edp = tp x cp x dp. `cp`, `ep` and `etp` default to 1 (and
     `cp_comm` to the p2p ring) and are left out of the JSON then, so plans stored before they
-    existed load and dump unchanged. The search does not plan them yet (Plan.build and
-    candidate() leave them at 1); plans with them are built by hand.
+    existed load and dump unchanged. Plan.build carries them from the candidate and
+    candidate() gives them back.
     """
 
     model_name: str
@@ -278,6 +278,10 @@ class Plan(Frozen):
             tp=candidate.tp,
             pp=candidate.pp,
             dp=candidate.dp,
+            cp=candidate.cp,
+            cp_comm=candidate.cp_comm,
+            ep=candidate.ep,
+            etp=candidate.etp,
             vpp=candidate.vpp,
             schedule=candidate.schedule,
             micro_batch_size=candidate.micro_batch_size,
@@ -299,6 +303,10 @@ class Plan(Frozen):
             tp=self.tp,
             pp=self.pp,
             dp=self.dp,
+            cp=self.cp,
+            cp_comm=self.cp_comm,
+            ep=self.ep,
+            etp=self.etp,
             vpp=self.vpp,
             schedule=self.schedule,
             micro_batch_size=self.micro_batch_size,

@@ -9,18 +9,20 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
 from api.idempotent import expiry_of, replay_or_refuse
+from api.jsonbody import JSONBody
 from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError, field_problem, problem_document
 from api.replan import ReplanBody, calibration_choice, replan
-from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic, PlanSummary
+from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic
 from api.schemas.problem import problem_responses
 from api.state import AppState
 from api.store import idempotency
@@ -28,7 +30,7 @@ from api.store import plans as plan_store
 from api.store import submissions as submission_store
 from api.store.keys import Principal
 from api.store.plans import PlanFilters, SortKey
-from api.store.tables import PlanRow, SubmissionRow
+from api.store.tables import SubmissionRow
 from api.submissions.states import submission_document
 from planner.specs import PlanRequest, ScheduleName
 from planner.specs.gpu_names import canonical_gpu
@@ -66,7 +68,7 @@ async def create_plan(
     tenant = principal.tenant
     if idempotency_key is None:
         status, doc, headers = await _create(state, principal, body, respond_async)
-        return JSONResponse(doc, status_code=status, headers=headers)
+        return JSONBody(doc, status_code=status, headers=headers)
     claim = await run_in_threadpool(
         idempotency.begin,
         state.sessions,
@@ -98,7 +100,7 @@ async def create_plan(
         lambda: _complete(state, tenant, idempotency_key, status, doc, headers),
         what=f"idempotency key {idempotency_key!r} completed",
     )
-    return JSONResponse(doc, status_code=status, headers=headers)
+    return JSONBody(doc, status_code=status, headers=headers)
 
 
 async def _settle(write: Callable[[], None], *, what: str) -> None:
@@ -179,15 +181,17 @@ async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JS
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     doc = plan_document(row, cache_hit=False)
     doc["submissions"] = [submission_document(r) for r in submissions]
-    return JSONResponse(doc)
+    return JSONBody(doc)
 
 
 def _plan_with_submissions(
     session: Session, tenant: str, plan_id: str
-) -> tuple[PlanRow | None, list[SubmissionRow]]:
+) -> tuple[Row[Any] | None, list[SubmissionRow]]:
+    """The plan's document columns and its submissions: one statement for a plan that has
+    none (most plans)."""
     row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
-    if row is None:
-        return None, []
+    if row is None or not row.has_submissions:
+        return row, []
     return row, submission_store.plan_submissions(session, tenant=tenant, plan_id=plan_id)
 
 
@@ -217,7 +221,7 @@ async def list_plans(
     sort: SortKey = "-created_at",
     page_size: Annotated[int, Query(ge=1, le=200)] = 50,
     page_token: Annotated[str | None, Query(max_length=1000)] = None,
-) -> PlanListPublic:
+) -> Response:
     if min_gpus is not None and max_gpus is not None and min_gpus > max_gpus:
         raise field_problem("query.min_gpus", f"min_gpus={min_gpus} > max_gpus={max_gpus}")
     if (
@@ -259,9 +263,11 @@ async def list_plans(
         ),
     )
     token = encode_cursor(page.next_cursor, filters=filters) if page.next_cursor else None
-    return PlanListPublic(
-        data=[PlanSummary.model_validate(plan_summary(r)) for r in page.rows],
-        next_page_token=token,
+    body = {"data": [plan_summary(r) for r in page.rows], "next_page_token": token}
+    # validated and encoded by the response model in one pass (pydantic-core), not per row and
+    # then again by FastAPI's response serialisation
+    return Response(
+        PlanListPublic.model_validate(body).model_dump_json(), media_type="application/json"
     )
 
 
@@ -282,7 +288,7 @@ async def replan_plan(
     outcome, doc = await replan(state, principal, plan_id, calibration_choice(body))
     assert outcome.plan is not None
     headers = {"Location": f"/v1/plans/{outcome.plan.id}"}
-    return JSONResponse(doc, status_code=201 if outcome.created else 200, headers=headers)
+    return JSONBody(doc, status_code=201 if outcome.created else 200, headers=headers)
 
 
 def _timestamp(moment: datetime) -> float:

@@ -14,7 +14,8 @@ from api.problems import ProblemError
 from api.schemas.problem import problem_responses
 from api.store import plans as plan_store
 from api.store import runs as run_store
-from api.store.tables import PlanRow, RunRow, SubmissionRow
+from api.store.plans import StoredPlan
+from api.store.tables import RunRow, SubmissionRow
 from api.submissions.tokens import ReporterDep
 from planner.plan import PlanResult
 from planner.runreport import RunReport
@@ -35,14 +36,14 @@ class RunListPublic(BaseModel):
     data: list[RunPublic]
 
 
-def _plan(session: Any, tenant: str, plan_id: str) -> PlanRow:
+def _plan(session: Any, tenant: str, plan_id: str) -> StoredPlan:
     row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
     if row is None:
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     return row
 
 
-def run_document(plan: PlanRow, run: RunRow) -> dict[str, Any]:
+def run_document(plan: StoredPlan, run: RunRow) -> dict[str, Any]:
     prediction = PlanResult.model_validate(plan.result).plan.prediction
     report = RunReport.model_validate(run.report)
     return {

@@ -61,3 +61,13 @@ def ping(engine: Engine) -> None:
     """Raises if the database cannot be reached."""
     with engine.connect() as conn:
         conn.execute(text("SELECT 1"))
+
+
+@contextmanager
+def read_session(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A session for reads on an autocommit connection: each statement reads its own
+    snapshot, and no BEGIN and ROLLBACK round trips are spent on a transaction that writes
+    nothing."""
+    with factory() as session:
+        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        yield session

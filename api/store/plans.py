@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
-from sqlalchemy.orm import InstrumentedAttribute, Session, defer
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Row,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    exists,
+    or_,
+    select,
+)
+from sqlalchemy.orm import Session
 
 from api.store.ids import new_id
-from api.store.tables import PlanRow, PlanTagRow, utcnow
+from api.store.tables import PlanRow, PlanTagRow, SubmissionRow, utcnow
 from planner.cost.version import COST_MODEL_VERSION
 
 UNKNOWN_VERSION = "unknown"
@@ -21,11 +35,66 @@ DEFAULT_CALIBRATION = "none"
 SortKey = Literal[
     "created_at", "-created_at", "step_time_s", "-step_time_s", "tokens_per_s", "-tokens_per_s"
 ]
-SORT_COLUMNS: dict[str, InstrumentedAttribute[Any]] = {
-    "created_at": PlanRow.created_at,
-    "step_time_s": PlanRow.step_time_s,
-    "tokens_per_s": PlanRow.tokens_per_s,
-}
+
+
+PLANS: Table = PlanRow.__table__  # type: ignore[assignment]
+SUMMARY_COLUMNS = (
+    "id",
+    "created_at",
+    "model_name",
+    "model_hash",
+    "gpu",
+    "num_gpus",
+    "schedule",
+    "tp",
+    "pp",
+    "dp",
+    "vpp",
+    "micro_batch_size",
+    "step_time_s",
+    "tokens_per_s",
+    "bubble_fraction",
+    "peak_memory_bytes",
+    "tags",
+    "cost_model_version",
+    "calibration_id",
+)
+"""What a history row shows (api.present.plan_summary), in this order."""
+DOCUMENT_COLUMNS = (
+    "id",
+    "created_at",
+    "gpu",
+    "tags",
+    "cost_model_version",
+    "calibration_id",
+    "request",
+    "result",
+)
+"""What a plan's readers use: its document (api.present.plan_document), and the GPU the plan
+page's calibration section names."""
+
+
+class StoredPlan(Protocol):
+    """A stored plan as its readers see it: a row of DOCUMENT_COLUMNS (`get_plan`,
+    `find_cached`; SQLAlchemy Core, no ORM object is built), or the `PlanRow` that
+    `insert_plan` returns."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def tags(self) -> list[str]: ...
+    @property
+    def cost_model_version(self) -> str | None: ...
+    @property
+    def calibration_id(self) -> str | None: ...
+    @property
+    def request(self) -> dict[str, Any]: ...
+    @property
+    def result(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -57,7 +126,7 @@ class Cursor:
 
 @dataclass(frozen=True)
 class Page:
-    rows: list[PlanRow]
+    rows: list[Row[Any]]  # SUMMARY_COLUMNS, by name or position
     next_cursor: Cursor | None
 
 
@@ -112,24 +181,42 @@ def insert_plan(
     return row
 
 
-def get_plan(session: Session, *, tenant: str, plan_id: str) -> PlanRow | None:
-    return session.scalar(select(PlanRow).where(PlanRow.id == plan_id, PlanRow.tenant == tenant))
+_DOCUMENT = [PLANS.c[name] for name in DOCUMENT_COLUMNS]
+_SUMMARY = [PLANS.c[name] for name in SUMMARY_COLUMNS]
+_SUBMISSIONS: Table = SubmissionRow.__table__  # type: ignore[assignment]
 
-
-def find_cached(session: Session, *, tenant: str, request_hash: str) -> PlanRow | None:
-    """The newest plan of this tenant for the same normalised request made under today's
-    cost-model version (a plan chosen by another model is not today's answer)."""
-    stmt = (
-        select(PlanRow)
-        .where(
-            PlanRow.tenant == tenant,
-            PlanRow.request_hash == request_hash,
-            PlanRow.cost_model_version == COST_MODEL_VERSION,
-        )
-        .order_by(PlanRow.created_at.desc(), PlanRow.id.desc())
-        .limit(1)
+# The hot reads' statements are built once, their values bound per call: building a statement
+# and its cache key costs more CPU than running it (bench/api_profile.py).
+_GET_DOCUMENT = select(
+    *_DOCUMENT,
+    exists()
+    .where(_SUBMISSIONS.c.tenant == bindparam("tenant"), _SUBMISSIONS.c.plan_id == PLANS.c.id)
+    .label("has_submissions"),
+).where(PLANS.c.id == bindparam("plan_id"), PLANS.c.tenant == bindparam("tenant"))
+_FIND_CACHED = (
+    select(*_DOCUMENT)
+    .where(
+        PLANS.c.tenant == bindparam("tenant"),
+        PLANS.c.request_hash == bindparam("request_hash"),
+        PLANS.c.cost_model_version == bindparam("version"),
     )
-    return session.scalar(stmt)
+    .order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc())
+    .limit(1)
+)
+
+
+def get_plan(session: Session, *, tenant: str, plan_id: str) -> Row[Any] | None:
+    """A plan's DOCUMENT_COLUMNS and `has_submissions` (whether any submission names it), in
+    one statement: what every reader of a stored plan uses (its document, its request and
+    result for launch configs, runs, timelines, submissions and replans)."""
+    return session.execute(_GET_DOCUMENT, {"tenant": tenant, "plan_id": plan_id}).first()
+
+
+def find_cached(session: Session, *, tenant: str, request_hash: str) -> Row[Any] | None:
+    """The newest plan (DOCUMENT_COLUMNS) of this tenant for the same normalised request made
+    under today's cost-model version (a plan chosen by another model is not today's answer)."""
+    params = {"tenant": tenant, "request_hash": request_hash, "version": COST_MODEL_VERSION}
+    return session.execute(_FIND_CACHED, params).first()
 
 
 def count_plans(session: Session, *, tenant: str, request_hash: str | None = None) -> int:
@@ -141,45 +228,70 @@ def count_plans(session: Session, *, tenant: str, request_hash: str | None = Non
     return int(session.scalar(stmt) or 0)
 
 
-def _conditions(tenant: str, f: PlanFilters) -> list[ColumnElement[bool]]:
-    conds: list[ColumnElement[bool]] = [PlanRow.tenant == tenant]
-    for name in ("model_name", "model_hash", "gpu", "schedule", "tp", "pp", "dp"):
-        value = getattr(f, name)
-        if value is not None:
-            conds.append(getattr(PlanRow, name) == value)
-    if f.min_gpus is not None:
-        conds.append(PlanRow.num_gpus >= f.min_gpus)
-    if f.max_gpus is not None:
-        conds.append(PlanRow.num_gpus <= f.max_gpus)
-    if f.created_after is not None:
-        conds.append(PlanRow.created_at > f.created_after)
-    if f.created_before is not None:
-        conds.append(PlanRow.created_at < f.created_before)
-    conds.extend(_model_conditions(f))
-    if f.tag is not None:
-        conds.append(
-            exists().where(
-                PlanTagRow.plan_id == PlanRow.id,
-                PlanTagRow.tenant == tenant,
-                PlanTagRow.tag == f.tag,
-            )
+_EQUAL = ("model_name", "model_hash", "gpu", "schedule", "tp", "pp", "dp")
+_COMPARED: dict[str, tuple[str, Callable[[Any, Any], ColumnElement[bool]]]] = {
+    "min_gpus": ("num_gpus", operator.ge),
+    "max_gpus": ("num_gpus", operator.le),
+    "created_after": ("created_at", operator.gt),
+    "created_before": ("created_at", operator.lt),
+}
+_SPECIAL = {"cost_model_version": UNKNOWN_VERSION, "calibration_id": DEFAULT_CALIBRATION}
+
+
+def _shape(f: PlanFilters) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """Which filters are set (the statement's shape: a filter set to its special value is
+    its own shape) and the values to bind."""
+    shape: list[str] = []
+    params: dict[str, Any] = {}
+    for name, value in vars(f).items():
+        if value is None:
+            continue
+        if _SPECIAL.get(name) == value:
+            shape.append(f"{name}={value}")
+        else:
+            shape.append(name)
+            params[name] = value
+    return tuple(shape), params
+
+
+def _condition(name: str) -> ColumnElement[bool]:
+    """The condition of one filter of `_shape`, its value bound by the filter's name."""
+    c = PLANS.c
+    if name in _EQUAL or name in _SPECIAL:
+        return c[name] == bindparam(name)
+    if name in _COMPARED:
+        column, op = _COMPARED[name]
+        return op(c[column], bindparam(name))
+    if name == "tag":
+        tags: Table = PlanTagRow.__table__  # type: ignore[assignment]
+        return exists().where(
+            tags.c.plan_id == c.id,
+            tags.c.tenant == bindparam("tenant"),
+            tags.c.tag == bindparam(name),
         )
-    return conds
+    if name == f"cost_model_version={UNKNOWN_VERSION}":  # stored before versions were recorded
+        return c.cost_model_version.is_(None)
+    if name == f"calibration_id={DEFAULT_CALIBRATION}":  # a known version, no calibration
+        return and_(c.calibration_id.is_(None), c.cost_model_version.is_not(None))
+    raise ValueError(f"no history filter {name!r}")
 
 
-def _model_conditions(f: PlanFilters) -> list[ColumnElement[bool]]:
-    """The cost-model version and calibration filters (their two special values)."""
-    conds: list[ColumnElement[bool]] = []
-    if f.cost_model_version == UNKNOWN_VERSION:
-        conds.append(PlanRow.cost_model_version.is_(None))
-    elif f.cost_model_version is not None:
-        conds.append(PlanRow.cost_model_version == f.cost_model_version)
-    if f.calibration_id == DEFAULT_CALIBRATION:  # made under a known version, no calibration
-        conds.append(PlanRow.calibration_id.is_(None))
-        conds.append(PlanRow.cost_model_version.is_not(None))
-    elif f.calibration_id is not None:
-        conds.append(PlanRow.calibration_id == f.calibration_id)
-    return conds
+@functools.lru_cache(maxsize=512)
+def _history(shape: tuple[str, ...], sort: str, paged: bool) -> Select[Any]:
+    """The history statement for one shape of filters, sort order and whether it continues
+    after a cursor; built once per shape (values are bound per query)."""
+    desc = sort.startswith("-")
+    col, id_col = PLANS.c[sort.lstrip("-")], PLANS.c.id
+    conds = [PLANS.c.tenant == bindparam("tenant"), *(_condition(name) for name in shape)]
+    if paged:
+        value: BindParameter[Any] = bindparam("after_value")
+        after_id: BindParameter[Any] = bindparam("after_id")
+        if desc:
+            conds.append(or_(col < value, and_(col == value, id_col < after_id)))
+        else:
+            conds.append(or_(col > value, and_(col == value, id_col > after_id)))
+    order = (col.desc(), id_col.desc()) if desc else (col.asc(), id_col.asc())
+    return select(*_SUMMARY).where(*conds).order_by(*order).limit(bindparam("limit"))
 
 
 def list_plans(
@@ -191,30 +303,18 @@ def list_plans(
     page_size: int = 50,
     after: Cursor | None = None,
 ) -> Page:
-    """One page of the history, ordered by (sort column, id); stable under inserts."""
-    desc = sort.startswith("-")
-    col = SORT_COLUMNS[sort.lstrip("-")]
-    conds = _conditions(tenant, filters)
+    """One page of the history (SUMMARY_COLUMNS rows, SQLAlchemy Core: no ORM objects),
+    ordered by (sort column, id); stable under inserts."""
+    shape, params = _shape(filters)
+    params.update(tenant=tenant, limit=page_size + 1)
     if after is not None:
-        value = after.value
-        if desc:
-            conds.append(or_(col < value, and_(col == value, PlanRow.id < after.id)))
-        else:
-            conds.append(or_(col > value, and_(col == value, PlanRow.id > after.id)))
-    order = (col.desc(), PlanRow.id.desc()) if desc else (col.asc(), PlanRow.id.asc())
-    stmt: Select[tuple[PlanRow]] = (
-        select(PlanRow)
-        .options(defer(PlanRow.request), defer(PlanRow.result))
-        .where(*conds)
-        .order_by(*order)
-        .limit(page_size + 1)
-    )
-    rows = list(session.scalars(stmt))
+        params.update(after_value=after.value, after_id=after.id)
+    rows = list(session.execute(_history(shape, sort, after is not None), params).all())
     next_cursor = None
     if len(rows) > page_size:
         rows = rows[:page_size]
         last = rows[-1]
-        next_cursor = Cursor(sort=sort, value=getattr(last, col.key), id=last.id)
+        next_cursor = Cursor(sort=sort, value=getattr(last, sort.lstrip("-")), id=last.id)
     return Page(rows=rows, next_cursor=next_cursor)
 
 

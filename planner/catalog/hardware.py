@@ -17,6 +17,9 @@ H100 Tensor Core GPU Architecture whitepaper, Table 3) at 1830 MHz: 132 x 4096 x
 Bandwidths are GB/s (1e9 bytes/s), "per GPU, one direction" as NVIDIA quotes NVLink
 aggregate bandwidth; the cost model's collective formulas use bus bandwidth (NCCL
 doc/PERFORMANCE.md), which we take as half the quoted bidirectional NVLink figure.
+
+`flash_attention_fraction` caps the fused attention kernel's utilisation where the GPU's
+generation limits FlashAttention-2 (HOPPER_FLASH_ATTENTION_FRACTION below, with its source).
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 GB = 1e9
 GIB = 1024**3
+
+# FlashAttention-2 reaches about 35 % of an H100's dense bf16 peak (Shah et al. 2024,
+# "FlashAttention-3", abstract and §4.1: it does not use Hopper's asynchronous WGMMA and TMA
+# units), while on Ampere it reaches GEMM-class utilisation (Dao 2023, §4.1: 50-73 % of the
+# A100's peak forward). Hopper parts therefore cap the fused attention kernel at this fraction.
+HOPPER_FLASH_ATTENTION_FRACTION = 0.35
 
 
 class GpuSpec(BaseModel):
@@ -43,6 +52,13 @@ class GpuSpec(BaseModel):
     )
     boost_clock_mhz: float | None = Field(
         default=None, gt=0, description="the clock at which peak_bf16_tflops is quoted"
+    )
+    flash_attention_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="the fraction of the bf16 peak a fused FlashAttention-2 kernel reaches at "
+        "most on this GPU; None: the calibrated GEMM fraction (planner.catalog.kernels)",
     )
 
     @property
@@ -78,6 +94,7 @@ GPUS: dict[str, GpuSpec] = {
             inter_node_gbps=50.0,
             sm_count=132,
             boost_clock_mhz=1830.0,
+            flash_attention_fraction=HOPPER_FLASH_ATTENTION_FRACTION,
         ),
         GpuSpec(
             name="H200-SXM-141GB",
@@ -88,6 +105,7 @@ GPUS: dict[str, GpuSpec] = {
             inter_node_gbps=50.0,
             sm_count=132,
             boost_clock_mhz=1830.0,
+            flash_attention_fraction=HOPPER_FLASH_ATTENTION_FRACTION,
         ),
         # A stand-in "GPU" for plans of CPU runs (the reference runner with gloo on this
         # machine's cores); numbers are placeholders that measured profiles replace.

@@ -107,22 +107,45 @@ def flash_attention_s(
     gpu: GpuSpec,
     eff: Efficiency,
     element_bytes: int,
+    queries: int | None = None,
+    value_dim: int | None = None,
+    kernels: int = 1,
 ) -> float:
     """One fused attention kernel (FlashAttention-2, Dao 2023) over `batch_heads` heads.
 
+    `seq` is the keys each query attends; `queries` (default `seq`) the query rows, so a
+    context-parallel rank's s / cp queries over all s keys are `queries=s/cp, seq=s`;
+    `value_dim` (default `head_dim`) the value head size (MLA: 128 against 192), a query
+    block then doing 2 * FLASH_BLOCK * seq * (head_dim + value_dim) FLOPs; `kernels` the
+    launches the work is split into (a ring of cp steps), each paying kernel_overhead_s.
+
+    The kernel sustains the calibrated GEMM fraction of the peak, at most the GPU's
+    `flash_attention_fraction` (planner.catalog.hardware: FlashAttention-2 on Hopper).
     Work is parallel over batch x heads x query blocks of FLASH_BLOCK rows (§3.2); a query
     block does 4 * FLASH_BLOCK * seq * head_dim FLOPs forward (Q K^T and P V), half of it
     with a causal mask (blocks above the diagonal are skipped), 2.5 x that backward. Waves and
     the HBM roofline as for a GEMM; Q, K, V and O (and their gradients backward) cross HBM once.
     """
-    blocks = batch_heads * math.ceil(seq / FLASH_BLOCK)
-    per_block = 4.0 * FLASH_BLOCK * seq * head_dim * (0.5 if causal else 1.0)
-    factor = FLASH_BACKWARD_RATIO if backward else 1.0
-    if gpu.sm_count is None:
-        compute = blocks * per_block * factor / (gpu.peak_flops * eff.matmul_fraction)
+    rows = seq if queries is None else queries
+    blocks = batch_heads * math.ceil(rows / FLASH_BLOCK)
+    if value_dim is None:
+        per_block = 4.0 * FLASH_BLOCK * seq * head_dim * (0.5 if causal else 1.0)
     else:
-        per_sm = gpu.peak_flops / gpu.sm_count * eff.matmul_fraction
+        per_block = 2.0 * FLASH_BLOCK * seq * (head_dim + value_dim) * (0.5 if causal else 1.0)
+    factor = FLASH_BACKWARD_RATIO if backward else 1.0
+    fraction = eff.matmul_fraction
+    if gpu.flash_attention_fraction is not None:
+        fraction = min(fraction, gpu.flash_attention_fraction)
+    if gpu.sm_count is None:
+        compute = blocks * per_block * factor / (gpu.peak_flops * fraction)
+    else:
+        per_sm = gpu.peak_flops / gpu.sm_count * fraction
         compute = math.ceil(blocks / gpu.sm_count) * per_block * factor / per_sm
     tensors = 8.0 if backward else 4.0
-    memory = eff.memory_s(tensors * seq * head_dim * batch_heads * element_bytes, gpu)
-    return max(compute, memory) + eff.kernel_overhead_s
+    if queries is None and value_dim is None:
+        moved = tensors * seq * head_dim * batch_heads * element_bytes
+    else:  # Q and O over the queries, K and V over the keys (and their gradients backward)
+        vd = head_dim if value_dim is None else value_dim
+        moved = tensors / 4.0 * (rows + seq) * (head_dim + vd) * batch_heads * element_bytes
+    memory = eff.memory_s(moved, gpu)
+    return max(compute, memory) + kernels * eff.kernel_overhead_s

@@ -16,6 +16,10 @@ whose all-gather restores the full sequence before each GEMM, Korthikanti 2022 Â
                                         Megatron-core's linear_fc1 for gated linear units)
     gemm.mlp_out   [T, f/t] x [f/t, h]
     gemm.lm_head   [T, h] x [h, V/t]
+With context parallelism T = s*b/cp (the rank's 2 of 2cp chunks) and the core is the
+rank's s/cp queries over all s keys; with `head_dim` or MLA the heads are dq / dv wide
+(planner.catalog.moe_work's MLA projections replace QKV); an MoE layer adds the router and
+the grouped expert GEMMs (planner.catalog.moe_work) after its shared experts' MLP.
 Backward of each: the input gradient (dgrad, [T, N] x [N, K]) and the weight gradient
 (wgrad, [K, T] x [T, N]); the FLOPs are twice the forward's (Qi et al. 2024, Table 1: B takes
 the dgrads and the attention core's backward, W the wgrads).
@@ -54,32 +58,67 @@ class Shape:
     t: int
     q: int  # divisor of the replicated (sequence-dim) parts: t with sequence parallel, else 1
     d: int  # bytes per activation element
+    c: int = 1  # context parallel: a rank holds s / c tokens of every sequence
+    fused: bool = False  # gpt's core as one flash kernel (llama's always is; needed by c > 1)
+    dq: int = 0  # query-key head size (0: h / a)
+    dv: int = 0  # value head size (0: the query-key one)
+    window: int = 0  # keys a sliding-window layer's query attends (0: a full layer)
+    attn_weights: int = 0  # attention projection weights when not q, k, v, o (MLA), else 0
 
     @property
     def r(self) -> float:
         return self.kv / self.a
 
     @property
+    def sl(self) -> int:
+        """Tokens of one sequence on this rank: s / cp (2 of the 2 cp chunks)."""
+        return self.s // self.c
+
+    @property
     def e(self) -> float:
-        """Elements of one s x b x h activation."""
-        return float(self.s * self.b * self.h)
+        """Elements of one (s / cp) x b x h activation: the rank's share of the sequence."""
+        return float(self.sl * self.b * self.h)
 
     @property
     def sbf(self) -> float:
-        return float(self.s * self.b * self.f)
+        return float(self.sl * self.b * self.f)
 
     @property
     def scores(self) -> float:
-        """Elements of the attention scores a x s x s x b (the s^2 part)."""
+        """Elements of the attention scores a x s x s x b (the s^2 part; unfused core, cp 1)."""
         return float(self.a * self.s * self.s * self.b)
 
     @property
     def tokens(self) -> int:
-        return self.s * self.b
+        return self.sl * self.b
 
     @property
     def head_dim(self) -> int:
-        return max(1, self.h // self.a)
+        """Query-key head size: `dq`, else h / a."""
+        return self.dq or max(1, self.h // self.a)
+
+    @property
+    def value_dim(self) -> int:
+        return self.dv or self.head_dim
+
+    @property
+    def keys(self) -> int:
+        """Keys a query of this layer attends: s, or the window of a sliding layer."""
+        return min(self.s, self.window) if self.window else self.s
+
+    @property
+    def standard_heads(self) -> bool:
+        """Heads of h / a for queries, keys and values and full attention: the dense
+        catalog's formulas apply unchanged."""
+        return self.dq == 0 and self.dv == 0 and self.window == 0
+
+    @property
+    def fused_core(self) -> bool:
+        """Whether gpt's attention core is a fused flash kernel (llama's always is):
+        `ModelArch.attention_kernel`. Context parallelism needs it (Megatron-Core runs its
+        ring attention through Transformer Engine's fused attention only), so c > 1 implies
+        it (planner.catalog.models._shape checks)."""
+        return self.fused
 
 
 @dataclass(frozen=True)
@@ -127,8 +166,18 @@ def decoder_flops(x: Shape, swiglu: bool) -> tuple[float, float]:
     skipped half of a flash kernel is still counted, as MFU conventions do.)
     """
     mlp = (6.0 if swiglu else 4.0) * x.e * x.f
-    attn_linear = 2.0 * x.e * x.h * (1.0 + 2.0 * x.r) + 2.0 * x.e * x.h
-    core = 4.0 * x.s * x.e
+    if x.standard_heads and not x.attn_weights:
+        attn_linear = 2.0 * x.e * x.h * (1.0 + 2.0 * x.r) + 2.0 * x.e * x.h
+        core = 4.0 * x.s * x.e
+        return (attn_linear + mlp) / x.t, core / x.t
+    # general heads (planner.catalog.moe.layer_flops): projections 2T x their weights, the
+    # core 2 T a keys (dq + dv), keys = s or a sliding layer's window. Under context
+    # parallelism T is the rank's s / cp tokens and each attends over all s keys causally:
+    # 1/cp of the full core (the balanced chunks, Megatron-Core's context parallel).
+    dq, dv = x.head_dim, x.value_dim
+    weights = x.attn_weights or x.h * (x.a * dq + 2 * x.kv * dq + x.a * dv)
+    attn_linear = 2.0 * x.tokens * weights
+    core = 2.0 * x.keys * x.tokens * x.a * (dq + dv)
     return (attn_linear + mlp) / x.t, core / x.t
 
 
@@ -148,10 +197,14 @@ def decoder_memory_bytes(x: Shape, family: str) -> tuple[float, float]:
     if family == "gpt":
         rep = 10.0 * e * d + 2.0 * e
         shard = 2.0 * x.sbf * d
-        core = (4.0 * d + 1.0) * x.scores
+        core = 0.0 if x.fused_core else (4.0 * d + 1.0) * x.scores
     else:
         rep = 10.0 * e * d
-        shard = 2.0 * (1.0 + x.r) * e * d + 3.0 * x.sbf * d
+        if x.standard_heads:
+            rotary = 2.0 * (1.0 + x.r) * e * d
+        else:
+            rotary = 2.0 * x.tokens * (x.a + x.kv) * x.head_dim * d
+        shard = rotary + 3.0 * x.sbf * d
         core = 0.0
     return rep / x.q + shard / x.t, core / x.t
 
@@ -174,20 +227,44 @@ def _ceil_div(a: int, b: int) -> int:
     return max(1, math.ceil(a / b))
 
 
-def decoder_work(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerWork:
-    """The parts of one decoder layer (module docstring)."""
+def attention_gemms(x: Shape, gpu: GpuSpec, eff: Efficiency) -> list[Part]:
+    """QKV (a dq + 2 g dq columns, split by t) and the output projection (a dv / t rows)."""
     d, t, tok = x.d, x.t, x.tokens
-    qkv_out = x.h + 2 * x.kv * x.head_dim
-    mlp_in = 2 * x.f if family == "llama" else x.f
-    parts = [
+    if x.standard_heads:
+        qkv_out, o_in = x.h + 2 * x.kv * x.head_dim, x.h
+    else:
+        qkv_out, o_in = x.a * x.head_dim + 2 * x.kv * x.head_dim, x.a * x.value_dim
+    return [
         _gemm_part("gemm.qkv", Gemm(tok, _ceil_div(qkv_out, t), x.h), gpu, eff, d),
-        _gemm_part("gemm.attn_out", Gemm(tok, x.h, _ceil_div(x.h, t)), gpu, eff, d),
-        _gemm_part("gemm.mlp_in", Gemm(tok, _ceil_div(mlp_in, t), x.h), gpu, eff, d),
-        _gemm_part("gemm.mlp_out", Gemm(tok, x.h, _ceil_div(x.f, t)), gpu, eff, d),
+        _gemm_part("gemm.attn_out", Gemm(tok, x.h, _ceil_div(o_in, t)), gpu, eff, d),
     ]
+
+
+def decoder_work(
+    x: Shape,
+    family: str,
+    gpu: GpuSpec,
+    eff: Efficiency,
+    *,
+    projections: list[Part] | None = None,
+    experts: tuple[Part, ...] = (),
+) -> LayerWork:
+    """The parts of one decoder layer (module docstring). `projections` replaces the
+    attention's QKV and output GEMMs (MLA's, planner.catalog.moe_work); `experts` are an MoE
+    layer's router, routed experts and their element-wise kernels, after the dense MLP of
+    width f (an MoE layer's shared experts; none when f = 0)."""
+    d, t, tok = x.d, x.t, x.tokens
+    mlp_in = 2 * x.f if family == "llama" else x.f
+    parts = attention_gemms(x, gpu, eff) if projections is None else list(projections)
+    if x.f > 0:
+        parts += [
+            _gemm_part("gemm.mlp_in", Gemm(tok, _ceil_div(mlp_in, t), x.h), gpu, eff, d),
+            _gemm_part("gemm.mlp_out", Gemm(tok, x.h, _ceil_div(x.f, t)), gpu, eff, d),
+        ]
+    parts += experts
     heads = x.b * x.a // t
     elem, core_elem = decoder_memory_bytes(x, family)
-    if family == "gpt":
+    if family == "gpt" and not x.fused_core:
         qk = Gemm(x.s, x.s, x.head_dim, heads)
         pv = Gemm(x.s, x.head_dim, x.s, heads)
         kernels = _CORE_ELEMENTWISE_KERNELS[family]
@@ -198,16 +275,23 @@ def decoder_work(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerW
         bw += elementwise_s(2.0 * core_elem, gpu, eff, kernels=kernels)
         parts.append(Part("attention", fw, bw, 0.0, selective=True))
     else:
+        # Context parallel (balanced chunks): the rank's s / cp queries attend causally over
+        # all s keys, in cp kernels (one per ring step); a sliding layer's queries attend
+        # their window, a band without the causal half.
+        general = not x.standard_heads or x.c > 1
         fw, bw = (
             flash_attention_s(
-                seq=x.s,
+                seq=x.keys,
                 head_dim=x.head_dim,
                 batch_heads=heads,
-                causal=True,
+                causal=x.keys == x.s,
                 backward=backward,
                 gpu=gpu,
                 eff=eff,
                 element_bytes=d,
+                queries=x.sl if general else None,
+                value_dim=x.value_dim if general else None,
+                kernels=x.c,
             )
             for backward in (False, True)
         )
@@ -233,7 +317,7 @@ def head_work(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerWork
     """
     del family  # both families' heads are the same kernels
     proj = _gemm_part("gemm.lm_head", Gemm(x.tokens, _ceil_div(x.v, x.t), x.h), gpu, eff, x.d)
-    logits = 4.0 * x.s * x.b * x.v / x.t
+    logits = 4.0 * x.sl * x.b * x.v / x.t
     mem = 2.0 * x.e * x.d / x.q + 3.0 * logits
     elem = elementwise_s(mem, gpu, eff, kernels=4)
     return LayerWork((proj, Part("elementwise", elem, elem, 0.0)))

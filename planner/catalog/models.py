@@ -23,6 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from planner.catalog.decoder_kinds import (
+    DECODER,
+    decoder_kind,
+    general_decoder_cost,
+    general_decoder_work,
+)
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.catalog.hardware import GpuSpec
 from planner.catalog.layer_work import (
@@ -33,17 +39,20 @@ from planner.catalog.layer_work import (
     embedding_work,
     head_work,
 )
-from planner.errors import SpecError
+from planner.catalog.moe import attention_matrix_params, qk_v_head_dims
+from planner.catalog.moe_work import DEFAULT_ROUTING, RoutingTerms
 from planner.specs.base import DTYPE_BYTES, ModeValues
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost, LayerRef, ModelArch, ModelProfile, ProfilePoint
 from planner.specs.training import TrainingSpec
 
-EMBEDDING, DECODER, HEAD = "embedding", "decoder", "head"
+EMBEDDING, HEAD = "embedding", "head"
 
 
 def layer_refs(arch: ModelArch) -> tuple[LayerRef, ...]:
-    blocks = tuple(LayerRef(name=f"decoder.{i}", kind=DECODER) for i in range(arch.num_layers))
+    blocks = tuple(
+        LayerRef(name=f"decoder.{i}", kind=decoder_kind(arch, i)) for i in range(arch.num_layers)
+    )
     return (LayerRef(name="embedding", kind=EMBEDDING), *blocks, LayerRef(name="head", kind=HEAD))
 
 
@@ -64,9 +73,11 @@ def _decoder_activations(x: Shape, family: str) -> ModeValues:
         rep = 4.0 * e * d + 2.0 * e
         shard = (2.0 + 2.0 * x.r) * e * d + 2.0 * x.sbf * d
         core = (2.0 * d + 1.0) * x.scores
+        if x.fused_core:  # context parallel: the fused core saves its fp32 log-sum-exp
+            shard, core = shard + 4.0 * x.sl * x.b * x.a, 0.0
     else:
         rep = 4.0 * e * d
-        shard = (2.0 + 2.0 * x.r) * e * d + 4.0 * x.s * x.b * x.a + 3.0 * x.sbf * d
+        shard = (2.0 + 2.0 * x.r) * e * d + 4.0 * x.sl * x.b * x.a + 3.0 * x.sbf * d
         core = 0.0
     selective = rep / x.q + shard / x.t
     return ModeValues(none=selective + core / x.t, selective=selective, full=e * d / x.q)
@@ -94,6 +105,12 @@ def _decoder_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> Layer
     linear, core = decoder_flops(x, swiglu=family == "llama")
     fw_s = w.fw_s
     params = _decoder_params(x, family)
+    # what the context-parallel exchange sends and overlaps (planner.cost.folded)
+    kv_bytes = attention_fw = attention_bw = 0.0
+    if x.c > 1:
+        attention = next(p for p in w.parts if p.kind == "attention")
+        kv_bytes = x.tokens * x.kv * 2 * x.head_dim * x.d / x.t
+        attention_fw, attention_bw = attention.fw_s, attention.bw_input_s
     return LayerCost(
         fw_s=fw_s,
         bw_input_s=w.bw_input_s,
@@ -108,6 +125,9 @@ def _decoder_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> Layer
         # same volume (Korthikanti 2022 §4.2.2).
         tp_comm_bytes=4.0 * x.e * x.d if x.t > 1 else 0.0,
         fw_flops=linear + core,
+        cp_kv_bytes=kv_bytes,
+        attention_fw_s=attention_fw,
+        attention_bw_s=attention_bw,
     )
 
 
@@ -155,7 +175,7 @@ def _head_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCos
     d, e = x.d, x.e
     w = head_work(x, family, gpu, eff)
     flops = 2.0 * e * x.v / x.t
-    logits = 4.0 * x.s * x.b * x.v / x.t
+    logits = 4.0 * x.sl * x.b * x.v / x.t
     norm_params = 2 * x.h if family == "gpt" else x.h
     params = x.v * x.h / x.t + norm_params
     return LayerCost(
@@ -166,10 +186,10 @@ def _head_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerCos
         activation_bytes=_constant_modes(2.0 * e * d / x.q + logits),
         param_bytes=params * x.d,
         param_count=params,
-        output_bytes=4.0 * x.s * x.b,  # per-token fp32 losses
+        output_bytes=4.0 * x.sl * x.b,  # per-token fp32 losses
         # input identity/all-gather in the forward, all-reduce/reduce-scatter of the input
         # gradient in the backward, plus cross-entropy's three fp32 all-reduces of s*b.
-        tp_comm_bytes=2.0 * e * d + 3.0 * 4.0 * x.s * x.b if x.t > 1 else 0.0,
+        tp_comm_bytes=2.0 * e * d + 3.0 * 4.0 * x.sl * x.b if x.t > 1 else 0.0,
         fw_flops=flops,
     )
 
@@ -182,19 +202,26 @@ def _shape(
     micro_batch_size: int,
     tp: int,
     sequence_parallel: bool,
+    cp: int = 1,
 ) -> Shape:
-    if not arch.is_plain:
-        raise SpecError(
-            "model",
-            arch.display_name,
-            "moe, mla, head_dim and sliding_window are not yet costed by the search "
-            "(issue #19); planner.catalog.moe gives their per-layer numbers",
-        )
-    a, kv = arch.num_attention_heads, arch.kv_heads
+    a = arch.num_attention_heads
+    kv = a if arch.mla is not None else arch.kv_heads  # MLA: every head its own K and V
     if tp <= 0 or a % tp or kv % tp:
         raise ValueError(f"tp={tp} must divide num_attention_heads={a} and num_kv_heads={kv}")
     if sequence_parallel and tp == 1:
         raise ValueError("sequence_parallel needs tp > 1")
+    if cp <= 0 or seq_length % (2 * cp):
+        raise ValueError(
+            f"cp={cp}: seq_length={seq_length} must split into 2*cp = {2 * cp} equal chunks"
+        )
+    if cp > 1 and not arch.fused_attention:
+        raise ValueError(f"cp={cp} needs a fused attention kernel ({arch.display_name}: unfused)")
+    dq = dv = 0
+    weights = 0
+    if not arch.is_plain:
+        dq, dv = qk_v_head_dims(arch)
+        if arch.mla is not None:
+            weights = attention_matrix_params(arch)
     return Shape(
         s=seq_length,
         b=micro_batch_size,
@@ -206,6 +233,11 @@ def _shape(
         t=tp,
         q=tp if sequence_parallel else 1,
         d=DTYPE_BYTES[dtype],
+        c=cp,
+        fused=arch.fused_attention,
+        dq=dq,
+        dv=dv,
+        attn_weights=weights,
     )
 
 
@@ -218,12 +250,19 @@ def analytic_costs(
     micro_batch_size: int,
     tp: int,
     sequence_parallel: bool,
+    cp: int = 1,
+    ep: int = 1,
+    etp: int = 1,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    routing: RoutingTerms = DEFAULT_ROUTING,
 ) -> dict[str, LayerCost]:
-    """Costs of the `embedding`, `decoder` and `head` kinds of `arch` on one tp rank.
+    """Costs of each layer kind of `arch` (`embedding`, the decoder kinds of `decoder_kind`,
+    `head`) on one rank: tp shards, the rank's s / cp tokens, and for MoE layers its
+    E / ep experts sharded over etp (planner.catalog.moe_work).
 
-    Times exclude TP communication (the cost model adds it from `tp_comm_bytes` on the link the
-    TP group sits on). Raises ValueError if tp does not divide the heads and kv heads.
+    Times exclude communication (the cost model adds TP, CP and EP from the bytes on the
+    links the groups sit on). Raises ValueError if tp does not divide the heads and kv
+    heads, cp does not split the sequence into 2 cp chunks, or ep the experts.
     """
     x = _shape(
         arch,
@@ -232,13 +271,21 @@ def analytic_costs(
         micro_batch_size=micro_batch_size,
         tp=tp,
         sequence_parallel=sequence_parallel,
+        cp=cp,
     )
     fam = arch.family
-    return {
-        EMBEDDING: _embedding_cost(x, fam, gpu, efficiency),
-        DECODER: _decoder_cost(x, fam, gpu, efficiency),
-        HEAD: _head_cost(x, fam, gpu, efficiency),
-    }
+    out = {EMBEDDING: _embedding_cost(x, fam, gpu, efficiency)}
+    if arch.is_plain:
+        out[DECODER] = _decoder_cost(x, fam, gpu, efficiency)
+    else:
+        for i in range(arch.num_layers):
+            kind = decoder_kind(arch, i)
+            if kind not in out:
+                out[kind] = general_decoder_cost(
+                    arch, i, x, gpu=gpu, eff=efficiency, ep=ep, etp=etp, routing=routing
+                )
+    out[HEAD] = _head_cost(x, fam, gpu, efficiency)
+    return out
 
 
 def analytic_work(
@@ -250,7 +297,11 @@ def analytic_work(
     micro_batch_size: int,
     tp: int,
     sequence_parallel: bool,
+    cp: int = 1,
+    ep: int = 1,
+    etp: int = 1,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    routing: RoutingTerms = DEFAULT_ROUTING,
 ) -> dict[str, LayerWork]:
     """The named parts (GEMMs by kind, attention, element-wise) behind `analytic_costs`'
     times, per layer kind: what bench/cost_breakdown.py shows."""
@@ -261,13 +312,21 @@ def analytic_work(
         micro_batch_size=micro_batch_size,
         tp=tp,
         sequence_parallel=sequence_parallel,
+        cp=cp,
     )
     fam = arch.family
-    return {
-        EMBEDDING: embedding_work(x, fam, gpu, efficiency),
-        DECODER: decoder_work(x, fam, gpu, efficiency),
-        HEAD: head_work(x, fam, gpu, efficiency),
-    }
+    out = {EMBEDDING: embedding_work(x, fam, gpu, efficiency)}
+    if arch.is_plain:
+        out[DECODER] = decoder_work(x, fam, gpu, efficiency)
+    else:
+        for i in range(arch.num_layers):
+            kind = decoder_kind(arch, i)
+            if kind not in out:
+                out[kind] = general_decoder_work(
+                    arch, i, x, gpu=gpu, eff=efficiency, ep=ep, etp=etp, routing=routing
+                )
+    out[HEAD] = head_work(x, fam, gpu, efficiency)
+    return out
 
 
 def analytic_profile(

@@ -58,6 +58,52 @@ def _default_modes(
     )
 
 
+def _check_folded(request: PlanRequest, c: Candidate) -> None:
+    """Context and expert parallelism in context: 2 cp chunks of equal length per sequence
+    (Megatron-Core's load-balanced split) and a fused attention kernel, ep only with experts
+    and dividing them (megatron/core/transformer/moe/moe_layer.py), etp dividing the expert
+    width."""
+    s = request.training.seq_length
+    if c.cp > 1 and s % (2 * c.cp):
+        raise SpecError(
+            "candidate.cp",
+            c.cp,
+            f"seq_length={s} must split into 2*cp = {2 * c.cp} equal chunks "
+            f"(remainder {s % (2 * c.cp)})",
+        )
+    arch = request.arch
+    if c.cp > 1 and arch is not None and not arch.fused_attention:
+        raise SpecError(
+            "candidate.cp",
+            c.cp,
+            f"context parallelism runs attention as a fused kernel (Megatron-Core: Transformer "
+            f"Engine's); model {arch.display_name} has an unfused core (the gpt family's "
+            f"default, Megatron-LM 2021): set model.attention_kernel to 'flash'",
+        )
+    if c.ep == 1 and c.etp == 1:
+        return
+    moe = arch.moe if arch is not None else None
+    if moe is None:
+        raise SpecError(
+            "candidate.ep" if c.ep > 1 else "candidate.etp",
+            c.ep if c.ep > 1 else c.etp,
+            "expert parallelism needs an analytic model with moe (a measured profile is "
+            "measured at ep = etp = 1)",
+        )
+    if moe.num_experts % c.ep:
+        raise SpecError(
+            "candidate.ep",
+            c.ep,
+            f"must divide moe.num_experts={moe.num_experts} (remainder {moe.num_experts % c.ep})",
+        )
+    if moe.moe_ffn_hidden_size % c.etp:
+        raise SpecError(
+            "candidate.etp",
+            c.etp,
+            f"must divide moe.moe_ffn_hidden_size={moe.moe_ffn_hidden_size}",
+        )
+
+
 def check_candidate(
     request: PlanRequest,
     candidate: Candidate,
@@ -82,12 +128,7 @@ def check_candidate(
             c.world_size,
             f"tp({c.tp}){cp} * pp({c.pp}) * dp({c.dp}) = {c.world_size} != cluster.num_gpus({n})",
         )
-    if c.cp > 1 or c.ep > 1 or c.etp > 1:
-        raise SpecError(
-            "candidate.cp" if c.cp > 1 else "candidate.ep" if c.ep > 1 else "candidate.etp",
-            max(c.cp, c.ep, c.etp),
-            "context and expert parallelism are not yet costed (issue #19)",
-        )
+    _check_folded(request, c)
     arch = request.arch
     if arch is not None:
         a, kv = arch.num_attention_heads, arch.kv_heads

@@ -81,6 +81,48 @@ def dp_link(cluster: ClusterSpec, *, tp: int, dp: int) -> Link:
     return _spanning_link(cluster, min(dp, cluster.gpus_per_node // tp))
 
 
+def strided_link(cluster: ClusterSpec, *, stride: int, size: int) -> Link:
+    """A collective group of `size` ranks `stride` apart (within stride * size consecutive
+    ranks), on the link of dp_link's rule: NVLink when the span fits a node, else
+    min(size, gpus_per_node // stride) rings over as many NICs. Megatron-Core's rank order
+    (tp innermost, then cp, then dp; pp outermost; the expert grid etp, then ep, then edp):
+    the cp group is (stride tp, size cp), the dense gradient group dp x cp (tp, cp dp), the
+    ep group (etp, ep), the edp group (etp ep, edp)."""
+    return dp_link(cluster, tp=stride, dp=size)
+
+
+def ring_p2p_link(cluster: ClusterSpec, *, stride: int, size: int) -> Link:
+    """The link a ring of point-to-point sends over such a group waits on: NVLink when the
+    span fits a node, else the inter-node link of one GPU (in a ring step every rank sends
+    at once, and the ranks at a node boundary each send over their own NIC)."""
+    if _group_in_node(cluster, stride * size):
+        return intra_link(cluster)
+    return inter_link(cluster)
+
+
+def members_per_node(cluster: ClusterSpec, *, stride: int, size: int) -> int:
+    """How many members of such a group share each node."""
+    if _group_in_node(cluster, stride * size):
+        return size
+    return max(1, min(size, cluster.gpus_per_node // stride))
+
+
+def all_to_all_s(num_bytes: float, *, group: int, per_node: int, intra: Link, inter: Link) -> float:
+    """All-to-all of `num_bytes` per rank over `group` ranks, `per_node` of them on each
+    node: each rank keeps 1/k of its data and sends the rest (NCCL doc/PERFORMANCE.md:
+    alltoall bus bandwidth = algorithm bandwidth x (k-1)/k), (per_node - 1)/k over NVLink
+    and (group - per_node)/k over its own NIC at the same time; the slower of the two sets
+    the time (DeepSeek-V3 §3.2.2: the IB share limits cross-node dispatch)."""
+    if group <= 1 or num_bytes <= 0:
+        return 0.0
+    k = min(per_node, group)
+    local = num_bytes * (k - 1) / group / intra.bytes_per_s
+    if k == group:
+        return local + intra.latency_s
+    remote = num_bytes * (group - k) / group / inter.bytes_per_s
+    return max(local, remote) + inter.latency_s
+
+
 def pp_link(cluster: ClusterSpec, *, tp: int, dp: int, pp: int) -> Link:
     """Pipeline neighbours are tp*dp ranks apart: all on one node only when the whole job fits
     in one node. Otherwise some boundary crosses nodes (all of them when tp*dp >= gpus_per_node),

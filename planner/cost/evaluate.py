@@ -2,7 +2,8 @@
 
 Step time = simulator makespan + the largest per-rank post time (DP sync + optimizer step),
 both from `score_partition`. Throughput figures:
-- model FLOPs per step = 3 x sum of the layers' forward FLOPs x tp x (dp x m micro-batches):
+- model FLOPs per step = 3 x sum of the layers' forward FLOPs x tp x cp (the ranks that share
+  a micro-batch) x (dp x m micro-batches):
   backward = 2 x forward, recompute not counted. For `gpt` this is Korthikanti et al. 2022,
   Eq. 7: 72*B*L*s*h^2*(1 + s/(6h) + V/(12hL)).
 - hardware FLOPs add the recomputed forward work, per layer fw_flops x recompute_s / fw_s
@@ -45,7 +46,7 @@ def _flops(terms: LayerTerms, c: Candidate, global_batch_size: int) -> tuple[flo
     """(model FLOPs, hardware FLOPs) per optimizer step, whole job."""
     assert c.stages is not None
     micro_batches = global_batch_size // c.micro_batch_size  # dp * m
-    fw = sum(cost.fw_flops for cost in terms.costs) * c.tp
+    fw = sum(cost.fw_flops for cost in terms.costs) * c.tp * c.cp  # a micro-batch's ranks
     extra = 0.0
     for stage in c.stages:
         modes = stage_modes(stage)
@@ -54,7 +55,7 @@ def _flops(terms: LayerTerms, c: Candidate, global_batch_size: int) -> tuple[flo
             if cost.fw_s > 0:
                 extra += cost.fw_flops * cost.recompute_s.get(mode) / cost.fw_s
     model = 3.0 * fw * micro_batches
-    hardware = model + extra * c.tp * micro_batches
+    hardware = model + extra * c.tp * c.cp * micro_batches
     return model, hardware
 
 

@@ -5,20 +5,25 @@ Per layer l at the candidate's (micro_batch_size, tp, sequence_parallel):
   collectives each way (Megatron's f and g operators, Shoeybi et al. 2019), each a ring
   all-reduce on the TP group's link (with sequence parallel an all-gather plus a
   reduce-scatter of the same total time). Full recompute re-runs the forward's collectives.
-      fw_s[l]        = fw_s + tp_dir
-      bw_input_s[l]  = bw_input_s + recompute_s[mode] + tp_dir (+ tp_dir for `full`)
+      fw_s[l]        = fw_s + tp_dir (+ cp_fw + ep_dir)
+      bw_input_s[l]  = bw_input_s + recompute_s[mode] + tp_dir (+ cp_bw + ep_dir)
+                       (+ the forward's communication again for `full`)
       bw_weight_s[l] = bw_weight_s
+  cp_fw / cp_bw: the K/V exchange compute does not hide; ep_dir: the EP all-to-alls and the
+  etp gather of one direction (planner.cost.folded).
   For a split-backward schedule (zb-h1, zbv) bw_input_s and bw_weight_s are the layer's
   `split_costs()`: I and W as the runtime's split backward runs them, when the profile
   measured them (`LayerCost.split_bw_input_s`, `split_bw_weight_s`; profiler.layer_profiler).
 - p2p: the layer's output bytes (divided by tp with Megatron's scatter/gather optimisation,
   Narayanan 2021 §4.1, unless sequence parallel already shards it) over the pipeline link.
-- static_bytes: params + grads + optimizer state per ZeRO stage (planner.cost.memory).
+- static_bytes: params + grads + optimizer state per ZeRO stage (planner.cost.memory): the
+  dense parameters sharded by ZeRO over dp x cp, the routed experts' over edp.
 - post_s: DP gradient sync of the layer's gradients + its share of the optimizer step
   (memory-bound: bytes touched / (HBM bandwidth x the calibrated HBM fraction)), plus, for tied
   embeddings whose two copies sit on different pipeline ranks, the all-reduce of the
   embedding gradient between them (Megatron's embedding group).
-- fixed_bytes: the request's reserve + communication buffers (planner.cost.memory).
+- fixed_bytes: the request's reserve + communication buffers (planner.cost.memory, and the
+  cp / ep exchange buffers of planner.cost.folded).
 - held_points, loss_bytes, recompute_transient, fragmentation_fraction: each rank's activation
   peak over its timeline and the transients on top (planner.cost.memory.MemoryTerms).
 - action_overhead: the pipeline runtime's fixed time per F / B / I / W action, from the
@@ -36,7 +41,8 @@ from functools import lru_cache
 from planner.catalog.efficiency import Efficiency
 from planner.catalog.models import HEAD
 from planner.cost.candidate import check_candidate
-from planner.cost.comm import all_reduce_s, dp_link, p2p_s, pp_link, tp_link
+from planner.cost.comm import all_reduce_s, p2p_s, pp_link, tp_link
+from planner.cost.folded import cp_times, ep_time, folded_buffer_bytes, folded_links
 from planner.cost.memory import (
     DEFAULT_MEMORY_TERMS,
     MemoryTerms,
@@ -105,7 +111,14 @@ def build_inputs(
     cluster, training = request.cluster, request.training
     tp, pp, dp, sp = c.tp, c.pp, c.dp, c.sequence_parallel
     m = c.num_microbatches(training.global_batch_size)
-    costs = src.layer_costs(micro_batch_size=c.micro_batch_size, tp=tp, sequence_parallel=sp)
+    costs = src.layer_costs(
+        micro_batch_size=c.micro_batch_size,
+        tp=tp,
+        sequence_parallel=sp,
+        cp=c.cp,
+        ep=c.ep,
+        etp=c.etp,
+    )
     stage_rank = stage_ranks(c.num_stages, pp=pp, schedule=c.schedule)
     held: tuple[tuple[HeldPoint, ...], ...] = ()
     if given_inflight is None:
@@ -117,7 +130,13 @@ def build_inputs(
     achieved = efficiency.link_fraction  # NCCL's share of the bus bandwidth (comm.Link.achieved)
     tlink = tp_link(cluster, tp=tp).achieved(achieved)
     plink = pp_link(cluster, tp=tp, dp=dp, pp=pp).achieved(achieved)
-    dlink = dp_link(cluster, tp=tp, dp=dp).achieved(achieved)
+    experts = src.arch is not None and src.arch.moe is not None
+    folded = folded_links(cluster, c, achieved=achieved, experts=experts)
+    exchanges = c.cp > 1 or c.ep > 1 or c.etp > 1  # cp, ep or etp communication to add
+    # dense gradients are reduced over dp x cp (cp folds into the data-parallel group, as
+    # Megatron-Core does), the routed experts' over edp; ZeRO shards each over its group
+    dense_dp, edp = dp * c.cp, c.edp
+    dlink = folded.dense_grad
     gpu = cluster.device
 
     # Tied embeddings (gpt): the head's copy of the word embeddings is the same tensor when
@@ -148,11 +167,16 @@ def build_inputs(
         bw_i, bw_wt = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
         per_dir = cost.tp_comm_bytes / 2
         tp_dir = 2 * all_reduce_s(per_dir / 2, group=tp, link=tlink)
-        recompute_comm = tp_dir if cost.recompute_s.full > 0 else 0.0
+        fw_comm = bw_comm = tp_dir
+        if exchanges:
+            cp_fw, cp_bw = cp_times(cost, folded)
+            ep_dir = ep_time(cost, folded)
+            fw_comm, bw_comm = tp_dir + cp_fw + ep_dir, tp_dir + cp_bw + ep_dir
+        recompute_comm = fw_comm if cost.recompute_s.full > 0 else 0.0
         bw = (
-            bw_i + tp_dir,
-            bw_i + cost.recompute_s.selective + tp_dir,
-            bw_i + cost.recompute_s.full + tp_dir + recompute_comm,
+            bw_i + bw_comm,
+            bw_i + cost.recompute_s.selective + bw_comm,
+            bw_i + cost.recompute_s.full + bw_comm + recompute_comm,
         )
         sent = cost.output_bytes / tp if tp > 1 and not sp else cost.output_bytes
         send = p2p_s(sent, link=plink) if c.num_stages > 1 else 0.0
@@ -160,15 +184,23 @@ def build_inputs(
         params = cost.param_count
         if tied and shared_rank and is_head:
             params = max(0.0, params - word_params)
-        sb = static_bytes(params, training=training, zero_stage=c.zero_stage, dp=dp)
-        sync = dp_sync_s(params, training=training, zero_stage=c.zero_stage, dp=dp, link=dlink)
+        expert = cost.expert_param_count
+        dense = params - expert
+        z = c.zero_stage
+        sb = static_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
+        sync = dp_sync_s(dense, training=training, zero_stage=z, dp=dense_dp, link=dlink)
+        step_bytes = optimizer_step_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
+        if expert > 0:
+            sb = sb.plus(static_bytes(expert, training=training, zero_stage=z, dp=edp))
+            sync += dp_sync_s(
+                expert, training=training, zero_stage=z, dp=edp, link=folded.expert_grad
+            )
+            step_bytes += optimizer_step_bytes(expert, training=training, zero_stage=z, dp=edp)
         if tied and (first or is_head):
             sync += tied_sync_s
-        opt = efficiency.memory_s(
-            optimizer_step_bytes(params, training=training, zero_stage=c.zero_stage, dp=dp), gpu
-        )
+        opt = efficiency.memory_s(step_bytes, gpu)
         return (
-            cost.fw_s + tp_dir,
+            cost.fw_s + fw_comm,
             bw,
             bw_wt,
             send,
@@ -203,11 +235,14 @@ def build_inputs(
     buffers = buffer_bytes(
         boundary_bytes=sent_boundary, full_activation_bytes=full_act, pp=pp, tp=tp
     )
+    exchange = folded_buffer_bytes(costs, folded)
+    if exchange:
+        buffers += exchange
     allowed = request.constraints.recompute or RECOMPUTE_MODES
     loss = 0.0
     if memory_terms.loss_temporary and arch is not None and src.layers[-1].kind == HEAD:
         loss = loss_temporary_bytes(
-            seq_length=training.seq_length,
+            seq_length=training.seq_length // c.cp,
             micro_batch_size=c.micro_batch_size,
             vocab_size=arch.vocab_size,
             tp=tp,

@@ -153,6 +153,14 @@ class StaticBytes:
     def total_bytes(self) -> float:
         return self.params_bytes + self.grads_bytes + self.optimizer_bytes
 
+    def plus(self, other: StaticBytes) -> StaticBytes:
+        """Both groups' bytes (dense and expert parameters, each sharded over its group)."""
+        return StaticBytes(
+            self.params_bytes + other.params_bytes,
+            self.grads_bytes + other.grads_bytes,
+            self.optimizer_bytes + other.optimizer_bytes,
+        )
+
 
 def static_bytes(
     param_count: float, *, training: TrainingSpec, zero_stage: int, dp: int

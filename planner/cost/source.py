@@ -1,7 +1,9 @@
 """Where per-layer costs come from: the analytic catalog or a ModelProfile.
 
 `resolve_costs(request)` returns a CostSource: the model's layer list and, for any
-(micro_batch_size, tp, sequence_parallel), one LayerCost per layer (cached per point).
+(micro_batch_size, tp, sequence_parallel, cp, ep, etp), one LayerCost per layer (cached per
+point). `cp_comm` is not part of the point: how the K/V travel changes only the
+communication the cost model adds (planner.cost.inputs), not a layer's own costs.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from collections.abc import Callable
 
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.catalog.models import analytic_costs, layer_refs
+from planner.catalog.moe_work import DEFAULT_ROUTING, RoutingTerms
 from planner.errors import SpecError
 from planner.specs.model import NO_OVERHEAD, ActionOverhead, LayerCost, LayerRef, ModelArch
 from planner.specs.request import PlanRequest
 
-_Key = tuple[int, int, bool]
+_Key = tuple[int, int, bool, int, int, int]  # (mbs, tp, sp, cp, ep, etp)
 
 
 class CostSource:
@@ -24,7 +27,7 @@ class CostSource:
         self,
         *,
         layers: tuple[LayerRef, ...],
-        kind_costs: Callable[[int, int, bool], dict[str, LayerCost]],
+        kind_costs: Callable[[_Key], dict[str, LayerCost]],
         origin: str,
         arch: ModelArch | None = None,
         action_overhead: ActionOverhead = NO_OVERHEAD,
@@ -44,27 +47,46 @@ class CostSource:
         return tuple(dict.fromkeys(layer.kind for layer in self.layers))
 
     def layer_costs(
-        self, *, micro_batch_size: int, tp: int, sequence_parallel: bool
+        self,
+        *,
+        micro_batch_size: int,
+        tp: int,
+        sequence_parallel: bool,
+        cp: int = 1,
+        ep: int = 1,
+        etp: int = 1,
     ) -> tuple[LayerCost, ...]:
         """One LayerCost per layer (in `layers` order) at this point; cached."""
-        key = (micro_batch_size, tp, sequence_parallel)
+        key = (micro_batch_size, tp, sequence_parallel, cp, ep, etp)
         cached = self._cache.get(key)
         if cached is None:
-            by_kind = self._kind_costs(*key)
+            by_kind = self._kind_costs(key)
             cached = tuple(by_kind[layer.kind] for layer in self.layers)
             self._cache[key] = cached
         return cached
 
     def split_backward_differs(
-        self, *, micro_batch_size: int, tp: int, sequence_parallel: bool
+        self,
+        *,
+        micro_batch_size: int,
+        tp: int,
+        sequence_parallel: bool,
+        cp: int = 1,
+        ep: int = 1,
+        etp: int = 1,
     ) -> bool:
         """Whether some layer's split-backward (I, W) differ from its full backward's parts
         at this point (LayerCost.split_costs: a measured profile's own); cached."""
-        key = (micro_batch_size, tp, sequence_parallel)
+        key = (micro_batch_size, tp, sequence_parallel, cp, ep, etp)
         known = self._split.get(key)
         if known is None:
             costs = self.layer_costs(
-                micro_batch_size=micro_batch_size, tp=tp, sequence_parallel=sequence_parallel
+                micro_batch_size=micro_batch_size,
+                tp=tp,
+                sequence_parallel=sequence_parallel,
+                cp=cp,
+                ep=ep,
+                etp=etp,
             )
             distinct = {id(c): c for c in costs}.values()  # a kind's layers share one object
             known = any(c.split_costs() != (c.bw_input_s, c.bw_weight_s) for c in distinct)
@@ -91,9 +113,15 @@ def request_efficiency(request: PlanRequest) -> Efficiency:
     return Efficiency.from_dict(cal.constants)
 
 
-def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None) -> CostSource:
+def resolve_costs(
+    request: PlanRequest,
+    *,
+    efficiency: Efficiency | None = None,
+    routing: RoutingTerms = DEFAULT_ROUTING,
+) -> CostSource:
     """The CostSource of a request: its architecture (analytic) or its inline profile.
-    `efficiency` defaults to the request's (`request_efficiency`).
+    `efficiency` defaults to the request's (`request_efficiency`); `routing` is how far real
+    routing departs from balanced (planner.catalog.moe_work.RoutingTerms) for MoE layers.
 
     Raises SpecError(field="model.profile_id") for a profile given only by id: the service
     must load it and put it inline before planning.
@@ -103,7 +131,17 @@ def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None)
     if profile is not None:
         prof = profile
 
-        def from_profile(mbs: int, tp: int, sp: bool) -> dict[str, LayerCost]:
+        def from_profile(key: _Key) -> dict[str, LayerCost]:
+            mbs, tp, sp, cp, ep, etp = key
+            if cp > 1 or ep > 1 or etp > 1:
+                field = "candidate.cp" if cp > 1 else "candidate.ep" if ep > 1 else "candidate.etp"
+                raise SpecError(
+                    field,
+                    max(cp, ep, etp),
+                    "a measured profile is measured at cp = ep = etp = 1 and cannot be "
+                    "scaled to context or expert parallelism; plan with the model's "
+                    "architecture (the analytic catalog) instead",
+                )
             return {
                 kind: prof.cost(kind, micro_batch_size=mbs, tp=tp, sequence_parallel=sp)
                 for kind in dict.fromkeys(layer.kind for layer in prof.layers)
@@ -121,7 +159,8 @@ def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None)
         gpu = request.cluster.device
         training = request.training
 
-        def from_arch(mbs: int, tp: int, sp: bool) -> dict[str, LayerCost]:
+        def from_arch(key: _Key) -> dict[str, LayerCost]:
+            mbs, tp, sp, cp, ep, etp = key
             return analytic_costs(
                 arch,
                 gpu=gpu,
@@ -130,7 +169,11 @@ def resolve_costs(request: PlanRequest, *, efficiency: Efficiency | None = None)
                 micro_batch_size=mbs,
                 tp=tp,
                 sequence_parallel=sp,
+                cp=cp,
+                ep=ep,
+                etp=etp,
                 efficiency=eff,
+                routing=routing,
             )
 
         return CostSource(

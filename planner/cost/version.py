@@ -13,7 +13,9 @@ form is `YYYY.MM.N`: the date of the change and a counter within that month.
 
 from __future__ import annotations
 
-COST_MODEL_VERSION = "2026.12.1"
+COST_MODEL_VERSION = "2026.12.2"
 """Shape-aware GEMMs (tile and wave quantization, HBM roofline, per-kernel cost), alpha-beta
 collectives, the four calibrated constants fitted on Megatron-LM Table 1, per-rank memory over
-the simulated timeline (issue #17 §1 and §3)."""
+the simulated timeline (issue #17 §1 and §3); context and expert parallelism and MoE, MLA,
+head_dim and sliding-window layers (issue #19); FlashAttention-2 capped at its Hopper
+utilisation (planner.catalog.hardware)."""

@@ -21,7 +21,7 @@ from planner.search.exact import Scored
 from planner.search.explain import differences, why
 from planner.search.progress import SearchProgress
 from planner.specs.base import RecomputeMode
-from planner.specs.request import Candidate, PlanRequest
+from planner.specs.request import PlanRequest
 
 __all__ = ["SearchProgress", "run_search", "search"]
 
@@ -103,17 +103,6 @@ def _plan(
     cfg = entry.config
     modes = Counter(sc.partition.modes)
     top: RecomputeMode = modes.most_common(1)[0][0]
-    candidate = Candidate(
-        tp=cfg.tp,
-        pp=cfg.pp,
-        dp=cfg.dp,
-        vpp=cfg.vpp,
-        schedule=cfg.schedule,
-        micro_batch_size=cfg.micro_batch_size,
-        zero_stage=cfg.zero_stage,
-        sequence_parallel=cfg.sequence_parallel,
-        recompute=top,
-        stages=sc.partition.stage_specs(),
-    )
+    candidate = cfg.candidate(recompute=top, stages=sc.partition.stage_specs())
     prediction = evaluate(request, candidate, source=out.source)
     return Plan.build(request, candidate, prediction, why=why)

@@ -41,7 +41,9 @@ def diagnose(request: PlanRequest, out: Outcome) -> dict[str, Any]:
             "binding": "constraints",
             "message": "no configuration satisfies the request's constraints "
             f"({out.invalid} were rejected by the cost model's checks)",
-            "suggestions": ["relax constraints.tp / pp / dp / schedules / micro_batch_sizes"],
+            "suggestions": [
+                "relax constraints.tp / cp / pp / dp / ep / etp / schedules / micro_batch_sizes"
+            ],
         }
     peaks = [(p, e) for e in pool if (p := least_peak(e, split)) is not None]
     if not peaks:
@@ -127,10 +129,13 @@ def least_peak(entry: Entry, split: StageSplit) -> float | None:
 
 
 def _configuration(cfg: Config) -> dict[str, Any]:
+    folded = {"cp": cfg.cp, "ep": cfg.ep, "etp": cfg.etp}
     return {
         "tp": cfg.tp,
         "pp": cfg.pp,
         "dp": cfg.dp,
+        **{k: v for k, v in folded.items() if v > 1},
+        **({"cp_comm": cfg.cp_comm} if cfg.cp > 1 else {}),
         "vpp": cfg.vpp,
         "schedule": cfg.schedule,
         "micro_batch_size": cfg.micro_batch_size,
@@ -187,6 +192,10 @@ def _memory_binds(
         tips.append("allow ZeRO-1 (constraints.zero_stages)")
     if cons.pp is not None or cons.tp is not None:
         tips.append("allow more tensor or pipeline parallelism (constraints.tp / pp)")
+    if cons.cp is not None and max(cons.cp) < request.cluster.num_gpus:
+        tips.append("allow more context parallelism: it divides activations (constraints.cp)")
+    if request.arch is not None and request.arch.moe is not None and cons.ep is not None:
+        tips.append("allow more expert parallelism: it shards the experts (constraints.ep)")
     within = f", framework {cons.framework}'s stage split {split!r}" if split != "any" else ""
     doc: dict[str, Any] = {
         "binding": "memory",

@@ -147,9 +147,9 @@ class Outcome:
     time_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by time
     pending: list[list[Config]] = field(default_factory=list)  # groups not swept yet
     pending_floors: dict[int, float | None] = field(default_factory=dict)  # id(group) -> floor
-    work_kinds: dict[tuple[int, int, bool, bool], tuple[float, float]] = field(
+    work_kinds: dict[tuple[object, ...], tuple[float, float]] = field(
         default_factory=dict
-    )  # (tp, mbs, sp, split backward) -> (bounds.work_s, bounds.chain_s): _work_floor
+    )  # (tp, mbs, sp, split backward, cp, cp_comm, ep, etp) -> (work_s, chain_s): _work_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
     lower_bound_s: float | None = None
     gap: float | None = None
@@ -188,10 +188,10 @@ def run_search(
 ) -> Outcome:
     """Search `request`'s space (module docstring); `tuning` shares the time limit and bounds
     each phase (planner.search.tuning)."""
+    start = clock() if clock is not None else 0.0  # the enumeration is charged too
     src = resolve_costs(request)
     num_layers = len(src.layers)
     configs = enumerate_configs(request, num_layers=num_layers)
-    start = clock() if clock is not None else 0.0
     split = stage_split(request)
     # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
     prune = request.search.mode != "exhaustive"
@@ -208,7 +208,8 @@ def run_search(
     groups: dict[tuple[object, ...], list[Config]] = {}
     for cfg in configs:
         key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
-        groups.setdefault((*key, cfg.sequence_parallel, cfg.modes), []).append(cfg)
+        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+        groups.setdefault((*key, *folded, cfg.sequence_parallel, cfg.modes), []).append(cfg)
     # Visit groups in a cheap a-priori order (no cost model needed): the 1F1B bubble share
     # (pp - 1) / (m + pp - 1), then tensor-parallel width, ZeRO-1 before 0. The order only
     # decides what is seen first when time is short; pruning uses the floors.
@@ -361,14 +362,16 @@ def _work_floor(
 ) -> float | None:
     """A time floor of every configuration of an unswept group, cheap enough for thousands:
     bounds.time_floor_s's first two terms, the average busy time m W / pp and micro-batch 0's
-    chain, without the post term. W and the chain depend on (tp, mbs, sp) and on whether the
-    schedule splits the backward (LayerCost.split_costs), not on pp, dp or ZeRO, so one
+    chain, without the post term. W and the chain depend on (tp, mbs, sp), the folded degrees
+    (cp, cp_comm, ep, etp) and on whether the schedule splits the backward
+    (LayerCost.split_costs), not on pp, dp or ZeRO, so one
     PartitionInputs per such kind serves every group (kept in `out.work_kinds`). None if no
     member is accepted by the cost model."""
     floors = []
     for cfg in members:
         split = cfg.schedule in SPLIT_BACKWARD
-        key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split)
+        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+        key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split, *folded)
         if key not in out.work_kinds:
             least = least_inflight(cfg.schedule, cfg.pp, cfg.num_microbatches)
             try:
@@ -494,12 +497,21 @@ def _sweep(
     for done, members in enumerate(groups):
         out.pending = groups[done:]
         report()
-        if out.best is not None and out.now() >= share_s:
+        if _has_plan(out) and out.now() >= share_s:
             return groups[done:]
         if _gap_reached(request, out, throttle=True):
             return groups[done:]
         bound = time_bound_s(request, out)
         enough = bound * (1 - REL_TOL) if bound is not None else None
+        if prune and enough is not None:
+            # The layers' work m W / pp = b W tp cp / (mbs N) is one number per work kind
+            # (_work_floor, cached): kinds that cannot beat the incumbent (large cp on short
+            # chunks, say) are settled before the group's PartitionInputs are built.
+            work = _work_floor(request, src, out, members)
+            if work is not None and work >= enough:
+                out.group_time_pruned += len(members)
+                out.time_groups.append(MemoryGroup(members, 0.0, work))
+                continue
         floors = _group_floors(request, src, members, enough, memory_only=prune)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
@@ -514,7 +526,7 @@ def _sweep(
             continue
         entries: list[Entry] = []
         for i, cfg in enumerate(members):
-            if out.best is not None and out.now() >= share_s:  # a big group: stop inside it
+            if _has_plan(out) and out.now() >= share_s:  # a big group: stop inside it
                 out.entries.extend(entries)
                 return [members[i:], *groups[done + 1 :]]
             try:
@@ -537,6 +549,13 @@ def _sweep(
                 _offer(request, out, entry, sc)
         out.entries.extend(entries)
     return []
+
+
+def _has_plan(out: Outcome) -> bool:
+    """A plan to return exists: the incumbent, or objective bubble's provisional one (its
+    incumbent must be proven, so without this the sweep of a bubble search never stopped at
+    its share)."""
+    return out.best is not None or out.provisional is not None
 
 
 def _visit(
@@ -690,11 +709,11 @@ def _group_floors(
     memory_only: bool = False,
 ) -> tuple[float, float] | None:
     """Schedule-independent (memory, time) floors of configurations sharing (tp, pp, dp, mbs,
-    ZeRO, sp, modes), from one or two representatives (zbv puts the first and last stage on one
-    rank, which changes a tied head's bytes, so it gets its own). A time floor at or above
-    `enough_s` may be returned before its costliest part (group_time_floor_s); with
-    `memory_only`, a group over the cap gets only the cheap part (group_time_floor computes
-    the rest if explain asks)."""
+    ZeRO, cp, cp_comm, ep, etp, sp, modes), from one or two representatives (zbv puts the
+    first and last stage on one rank, which changes a tied head's bytes, so it gets its own).
+    A time floor at or above `enough_s` may be returned before its costliest part
+    (group_time_floor_s); with `memory_only`, a group over the cap gets only the cheap part
+    (group_time_floor computes the rest if explain asks)."""
     # Either floor is the same for every member of its kind (tests/planner/search/
     # test_group_floor.py), so the smallest vpp represents the non-split-backward ones.
     # A measured profile may give split-backward schedules (zb-h1, zbv) their own I and W
@@ -797,14 +816,17 @@ def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
 
 
 def _mark_dominated(entries: list[Entry]) -> None:
-    """Configurations that differ only in the ZeRO stage or the recompute modes: drop those
-    another one dominates (typically ZeRO-0 against ZeRO-1: same times or slower, more bytes;
+    """Configurations with the same tp, pp, schedule and micro-batch count that differ in the
+    ZeRO stage, cp's K/V exchange, the expert degrees (ep, etp), in (cp, dp, mbs) or in their
+    recompute modes: drop those another one dominates (typically ZeRO-0 against ZeRO-1: same
+    times or slower, more bytes; the costlier K/V exchange; cp = c at mbs b against cp = c / g,
+    dp g at b / g, the same tokens per GPU and micro-batch without the K/V exchange's cost;
     under a framework that cannot mix modes, selective recompute against none where it saves
-    no bytes)."""
+    no bytes: _modes_no_worse)."""
     buckets: dict[tuple[object, ...], list[Entry]] = {}
     for e in entries:
         c = e.config
-        key = (c.tp, c.pp, c.dp, c.vpp, c.schedule, c.micro_batch_size, c.sequence_parallel)
+        key = (c.tp, c.pp, c.vpp, c.schedule, c.num_microbatches, c.sequence_parallel)
         buckets.setdefault(key, []).append(e)
     for group in buckets.values():
         for i, e in enumerate(group):

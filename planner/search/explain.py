@@ -49,7 +49,7 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
         )
         c = e.config
         name = (
-            f"tp={c.tp} x pp={c.pp} x dp={c.dp} (any schedule), mbs={c.micro_batch_size}"
+            f"{c.degrees()} (any schedule), mbs={c.micro_batch_size}"
             + (f", ZeRO-{c.zero_stage}" if c.zero_stage else "")
             if isinstance(e, MemoryGroup)
             else c.describe()
@@ -75,6 +75,7 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
             f"virtual stages shrink it, while the first rank holds up to {inflight} "
             f"micro-batches of activations."
         )
+    lines += _folded(request, cfg)
     if s.post_s > 0.02 * s.step_time_s:
         lines.append(
             f"Communication: data-parallel gradient sync and optimizer step take "
@@ -95,10 +96,38 @@ def why(request: PlanRequest, out: Outcome, entry: Entry, sc: Scored) -> tuple[s
     return tuple(lines)
 
 
+def _folded(request: PlanRequest, cfg: Config) -> list[str]:
+    """What context and expert parallelism do in the chosen plan (docs/moe.md)."""
+    lines = []
+    s = request.training.seq_length
+    if cfg.cp > 1:
+        exchange = "a ring of p2p sends" if cfg.cp_comm == "p2p" else "an all-gather"
+        lines.append(
+            f"Context parallel: cp={cfg.cp} splits each {s}-token sequence into {2 * cfg.cp} "
+            f"chunks, 2 per rank ({s // cfg.cp} tokens), so activations are divided by "
+            f"{cfg.cp}; attention exchanges K/V by {exchange}, and cp joins dp's gradient "
+            f"reduction ({cfg.cp * cfg.dp} GPUs)."
+        )
+    moe = request.arch.moe if request.arch is not None else None
+    if moe is not None and (cfg.ep > 1 or cfg.etp > 1):
+        edp = cfg.tp * cfg.cp * cfg.dp // (cfg.ep * cfg.etp)
+        lines.append(
+            f"Expert parallel: ep={cfg.ep} puts {moe.num_experts // cfg.ep} of the "
+            f"{moe.num_experts} experts on each rank"
+            + (f", each split over etp={cfg.etp}" if cfg.etp > 1 else "")
+            + f"; tokens reach them by all-to-all, and each expert's weights are replicated "
+            f"over edp={edp} (tp*cp*dp = {cfg.tp * cfg.cp * cfg.dp} = etp*ep*edp)."
+        )
+    return lines
+
+
 def differences(chosen: Config, best: Scored, other: Config, sc: Scored) -> str:
     """How an alternative differs from the chosen plan: the fields that differ, then its
     prediction against the chosen one's."""
-    names = ("tp", "pp", "dp", "vpp", "schedule", "micro_batch_size", "zero_stage")
+    names = (
+        "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule", "micro_batch_size",
+        "zero_stage", "cp_comm",
+    )  # fmt: skip
     changed = [
         f"{name} {getattr(chosen, name)} -> {getattr(other, name)}"
         for name in names

@@ -1,41 +1,60 @@
-"""The discrete search space: (tp, pp, dp), vpp, schedule, micro-batch size, ZeRO, sequence
-parallel and the allowed recompute modes — every fixed choice except the stage partition.
+"""The discrete search space: (tp, cp, pp, dp), the expert degrees (ep, etp), cp's K/V
+exchange, vpp, schedule, micro-batch size, ZeRO, sequence parallel and the allowed recompute
+modes — every fixed choice except the stage partition.
 
-Rules (issue 3; torch's schedule constraints from REFERENCE.md):
-- tp * pp * dp = num_gpus; tp divides the attention and kv heads (when the shapes are known);
-  tp stays inside a node unless constraints.tp_across_nodes; pp * vpp <= layers.
-- gpipe, 1f1b, zb-h1: vpp = 1; interleaved-1f1b: pp >= 2, vpp >= 2 and
-  m % max(1, m // pp) == 0; zbv: exactly vpp = 2. With pp = 1 the schedules coincide in time,
-  so only one is kept (1f1b when allowed: it holds one micro-batch, GPipe holds m).
-- micro-batch size divides global_batch / dp (m = global_batch / (dp * mbs)).
-- ZeRO 0 or 1; 2 and 3 only with pp = 1 (DeepSpeed refuses ZeRO-2/3 with pipelining).
-- sequence parallel whenever tp > 1 (same communication volume, less activation memory),
-  unless constraints.sequence_parallel says otherwise or the framework cannot express it.
-- recompute: per layer among the allowed modes; a single mode for all layers when
-  constraints.uniform_recompute or the framework cannot mix modes (then one configuration per
-  mode).
-Every constraint of the request, and the framework's capabilities, narrow this space: the
-capability table (planner.launch.capabilities) while enumerating, then
-`planner.launch.unsupported` on each configuration (its stage split still open), so that every
-configuration searched for a framework is one that framework can run.
+Rules (issue 3; torch's schedule constraints from REFERENCE.md; issue 19 and docs/moe.md for
+cp, ep and etp):
+- tp * cp * pp * dp = num_gpus; tp divides the attention and kv heads (when the shapes are
+  known); tp stays inside a node unless constraints.tp_across_nodes; pp * vpp <= layers.
+- cp: seq_length % (2 cp) == 0 (each rank holds 2 of 2 cp load-balanced causal chunks;
+  Megatron's validate_args) and each chunk at least SPACE.min_cp_chunk_tokens long (below,
+  see SpaceRules); with cp > 1 one configuration per allowed K/V exchange
+  (cp_comm, `p2p` ring or `all_gather`): the cost model prices both, the search keeps the
+  faster. cp may span nodes (Llama 3 405B: TP8 fills the node, CP16 crosses it).
+- cp stays 1 for a model whose attention core is unfused (gpt's default, Megatron-LM 2021:
+  Megatron-Core runs context parallelism through Transformer Engine's fused attention only).
+- cp, ep and etp stay 1 for a model given by a measured profile (measured at cp = ep =
+  etp = 1; planner.cost.resolve_costs refuses to scale it).
+- ep, etp (MoE models only, else 1): ep divides num_experts, etp * ep divides tp * cp * dp
+  (Megatron-Core's folding: the expert grid etp x ep x edp tiles the attention grid's
+  tp x cp x dp GPUs), etp divides moe_ffn_hidden_size (each expert's FFN is split over etp
+  as the dense one is over tp). The rule adopted for where the groups sit, after
+  Megatron-Core's guidance (../shared/cases/moe_cp.json `facts`: ETP = 1 for fine-grained
+  MoE, EP x TP inside NVLink, PP across nodes): etp follows tp's rule (inside a node unless
+  constraints.tp_across_nodes: its collectives are per layer on the critical path as tp's
+  are) and, unless constraints.etp lists values, divides tp (Megatron-Core's default is
+  etp = tp and its guidance lowers it, never raises it). ep may span nodes: the cost model
+  prices dispatch and combine on the link the ep group spans (NVLink inside a node, the
+  network across), which is what "EP inside NVLink" is about, and DeepSeek-V3 trains with
+  EP64 over 8 nodes.
+Configurations that another one dominates (every per-layer time and byte count at most its
+own: e.g. cp = c at micro-batch b against cp = c / g, dp g at b / g, which hold the same
+tokens per GPU and micro-batch and the same m) are not dropped here: the cost model decides
+whether they are (planner.search.driver._mark_dominated compares their PartitionInputs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple, get_args
 
 from planner.cost import PartitionInputs
 from planner.launch.capabilities import FrameworkCaps, capabilities
 from planner.launch.render import unsupported
 from planner.search.model import StageSplit, layer_runs
-from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, RecomputeMode, ScheduleName
-from planner.specs.request import Candidate, PlanRequest
+from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, CpComm, RecomputeMode, ScheduleName
+from planner.specs.model import ModelArch
+from planner.specs.request import Candidate, Constraints, PlanRequest, StageSpec
 
-Family = tuple[int, int, int, int, str, int, int]  # Config.family
+CP_COMMS: tuple[CpComm, ...] = get_args(CpComm)
+
+Family = tuple[int, int, int, int, int, int, int, str, int, int]  # Config.family
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
+    """One configuration (a NamedTuple: millions are built for a large request, at a tenth of
+    a frozen dataclass's cost each; immutable and compared by value all the same)."""
+
     tp: int
     pp: int
     dp: int
@@ -46,10 +65,27 @@ class Config:
     zero_stage: int
     sequence_parallel: bool
     modes: tuple[RecomputeMode, ...]  # allowed per-layer modes (one: uniform recompute)
+    cp: int = 1
+    cp_comm: CpComm = "p2p"
+    ep: int = 1
+    etp: int = 1
 
-    def candidate(self) -> Candidate:
+    def candidate(
+        self,
+        *,
+        recompute: RecomputeMode | None = None,
+        stages: tuple[StageSpec, ...] | None = None,
+    ) -> Candidate:
+        """The Candidate of this configuration; `recompute` (default: the single mode, or
+        "none" with several) and `stages` for a solved one."""
+        if recompute is None:
+            recompute = self.modes[0] if len(self.modes) == 1 else "none"
         return Candidate(
             tp=self.tp,
+            cp=self.cp,
+            cp_comm=self.cp_comm,
+            ep=self.ep,
+            etp=self.etp,
             pp=self.pp,
             dp=self.dp,
             vpp=self.vpp,
@@ -57,33 +93,68 @@ class Config:
             micro_batch_size=self.micro_batch_size,
             zero_stage=self.zero_stage,
             sequence_parallel=self.sequence_parallel,
-            recompute=self.modes[0] if len(self.modes) == 1 else "none",
+            recompute=recompute,
+            stages=stages,
         )
 
     @property
     def family(self) -> Family:
-        """What alternatives must differ in: degrees, schedule, vpp, micro-batch size or ZeRO
-        (not sequence parallelism or the recompute modes: those are how a plan fits)."""
+        """What alternatives must differ in: degrees (tp, cp, pp, dp, ep, etp), schedule, vpp,
+        micro-batch size or ZeRO (not sequence parallelism, cp's K/V exchange or the recompute
+        modes: those are how a plan runs or fits)."""
         return (
             self.tp,
+            self.cp,
             self.pp,
             self.dp,
+            self.ep,
+            self.etp,
             self.vpp,
             self.schedule,
             self.micro_batch_size,
             self.zero_stage,
         )
 
+    def degrees(self) -> str:
+        """The degrees in words: "tp=2 x pp=4 x dp=8", with cp, ep and etp where above 1."""
+        cp = f" x cp={self.cp}" if self.cp > 1 else ""
+        text = f"tp={self.tp}{cp} x pp={self.pp} x dp={self.dp}"
+        if self.ep > 1 or self.etp > 1:
+            edp = self.tp * self.cp * self.dp // (self.ep * self.etp)
+            text += f" (experts: etp={self.etp} x ep={self.ep} x edp={edp})"
+        return text
+
     def describe(self) -> str:
-        text = f"tp={self.tp} x pp={self.pp} x dp={self.dp}, {self.schedule}"
+        text = f"{self.degrees()}, {self.schedule}"
         if self.vpp > 1:
             text += f" vpp={self.vpp}"
         text += f", mbs={self.micro_batch_size} (m={self.num_microbatches})"
+        if self.cp > 1:
+            text += f", cp K/V by {self.cp_comm}"
         if self.zero_stage:
             text += f", ZeRO-{self.zero_stage}"
         if len(self.modes) == 1:
             text += f", recompute {self.modes[0]}"
         return text
+
+
+@dataclass(frozen=True)
+class SpaceRules:
+    """What the enumeration leaves out on physical grounds, beyond the frameworks' rules.
+
+    min_cp_chunk_tokens: the shortest chunk (seq_length / (2 cp) tokens) context parallelism
+    may cut. Flash attention works on tiles of 64-128 query rows and 64-128 keys
+    (FlashAttention-2, Dao 2023, §3.3: block sizes {64, 128} x {64, 128}); a chunk shorter
+    than a tile pays a tile's work for fewer rows at every ring step, while halving cp and
+    doubling dp (same GPUs, same tokens per GPU) keeps the tiles full and sends K/V fewer
+    times. 64, the smaller tile, so no chunk a kernel fills is left out. Without it a 4K
+    sequence would be searched up to cp = 2048 (one token per chunk).
+    """
+
+    min_cp_chunk_tokens: int = 64
+
+
+SPACE = SpaceRules()
 
 
 def _divisors(n: int) -> list[int]:
@@ -115,6 +186,10 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
     uniform = cons.uniform_recompute or (caps is not None and not caps.per_layer_recompute)
     mode_sets = [(m,) for m in modes] if uniform else [modes]
     max_vpp = caps.max_vpp if caps is not None else num_layers
+    comms = _cp_comms(cons, caps)
+    analytic = isinstance(request.model, ModelArch)  # a profile holds cp = ep = etp = 1
+    # context parallelism runs attention as a fused kernel (planner.cost.candidate)
+    fused = analytic and request.arch is not None and request.arch.fused_attention
 
     out: list[Config] = []
     for tp in _divisors(n):
@@ -122,35 +197,126 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
             continue
         if heads is not None and (heads[0] % tp or heads[1] % tp):
             continue
-        if n > per_node and (tp > per_node or per_node % tp) and not cons.tp_across_nodes:
+        if not _in_node(tp, n, per_node, cons):
             continue
         sps = [False] if tp == 1 else _sequence_parallel(cons.sequence_parallel, caps)
-        for pp in _divisors(n // tp):
-            if pp > num_layers or (cons.pp is not None and pp not in cons.pp):
-                continue
-            dp = n // (tp * pp)
-            if cons.dp is not None and dp not in cons.dp:
-                continue
-            if b % dp:
-                continue
-            zeros = [0, 1] + ([2, 3] if pp == 1 else [])
-            if cons.zero_stages is not None:
-                zeros = [z for z in zeros if z in cons.zero_stages]
-            if caps is not None:
-                allowed = caps.zero_stages if pp == 1 else caps.zero_stages_with_pp
-                zeros = [z for z in zeros if z in allowed]
-            for mbs in _divisors(b // dp):
-                if cons.micro_batch_sizes is not None and mbs not in cons.micro_batch_sizes:
+        for cp in _cps(n // tp, request.training.seq_length, cons, bool(comms) and fused):
+            for pp in _divisors(n // (tp * cp)):
+                if pp > num_layers or (cons.pp is not None and pp not in cons.pp):
                     continue
-                m = b // (dp * mbs)
-                for sched, vpp in _schedule_vpps(schedules, pp, m, num_layers, max_vpp, cons.vpp):
-                    for z in zeros:
-                        for sp in sps:
-                            for ms in mode_sets:
-                                out.append(Config(tp, pp, dp, vpp, sched, mbs, m, z, sp, ms))
+                dp = n // (tp * cp * pp)
+                if cons.dp is not None and dp not in cons.dp:
+                    continue
+                if b % dp:
+                    continue
+                zeros = [0, 1] + ([2, 3] if pp == 1 else [])
+                if cons.zero_stages is not None:
+                    zeros = [z for z in zeros if z in cons.zero_stages]
+                if caps is not None:
+                    allowed = caps.zero_stages if pp == 1 else caps.zero_stages_with_pp
+                    zeros = [z for z in zeros if z in allowed]
+                arch = request.arch if analytic else None
+                experts = _expert_degrees(arch, tp, tp * cp * dp, n, per_node, cons, caps)
+                cp_comms = comms if cp > 1 else ("p2p",)
+                for mbs in _divisors(b // dp):
+                    if cons.micro_batch_sizes is not None and mbs not in cons.micro_batch_sizes:
+                        continue
+                    m = b // (dp * mbs)
+                    scheds = _schedule_vpps(schedules, pp, m, num_layers, max_vpp, cons.vpp)
+                    for sched, vpp in scheds:
+                        for z in zeros:
+                            for sp in sps:
+                                for ep, etp in experts:
+                                    for cc in cp_comms:
+                                        for ms in mode_sets:
+                                            out.append(
+                                                Config(
+                                                    tp,
+                                                    pp,
+                                                    dp,
+                                                    vpp,
+                                                    sched,
+                                                    mbs,
+                                                    m,
+                                                    z,
+                                                    sp,
+                                                    ms,
+                                                    cp=cp,
+                                                    cp_comm=cc,
+                                                    ep=ep,
+                                                    etp=etp,
+                                                )
+                                            )
     if cons.framework is None:
         return out
     return [c for c in out if not _unsupported(request, c)]
+
+
+def _in_node(degree: int, n: int, per_node: int, cons: Constraints) -> bool:
+    """A tensor-parallel group (tp, or etp) of `degree` consecutive ranks inside one node."""
+    return n <= per_node or cons.tp_across_nodes or (degree <= per_node and per_node % degree == 0)
+
+
+def _cp_comms(cons: Constraints, caps: FrameworkCaps | None) -> tuple[CpComm, ...]:
+    """The K/V exchanges cp > 1 may use: the constraint's, narrowed by the framework's."""
+    return tuple(
+        c
+        for c in CP_COMMS
+        if (cons.cp_comm is None or c in cons.cp_comm) and (caps is None or c in caps.cp_comm)
+    )
+
+
+def _cps(rest: int, seq_length: int, cons: Constraints, exchange: bool) -> list[int]:
+    """cp degrees dividing `rest` = num_gpus / tp: 2 cp equal chunks of the sequence of at
+    least SPACE.min_cp_chunk_tokens, allowed by constraints.cp, and above 1 only with a K/V
+    exchange the framework has."""
+    return [
+        c
+        for c in _divisors(rest)
+        if (cons.cp is None or c in cons.cp)
+        and (
+            c == 1
+            or (
+                exchange
+                and seq_length % (2 * c) == 0
+                and seq_length // (2 * c) >= SPACE.min_cp_chunk_tokens
+            )
+        )
+    ]
+
+
+def _expert_degrees(
+    arch: ModelArch | None,
+    tp: int,
+    dense: int,
+    n: int,
+    per_node: int,
+    cons: Constraints,
+    caps: FrameworkCaps | None,
+) -> list[tuple[int, int]]:
+    """(ep, etp) pairs for attention groups of `dense` = tp * cp * dp GPUs (module docstring):
+    (1, 1) for a model without MoE layers."""
+    moe = arch.moe if arch is not None else None
+    if moe is None:
+        ones = (cons.ep is None or 1 in cons.ep) and (cons.etp is None or 1 in cons.etp)
+        return [(1, 1)] if ones else []
+    out = []
+    for ep in _divisors(dense):
+        if moe.num_experts % ep or (cons.ep is not None and ep not in cons.ep):
+            continue
+        if ep > 1 and caps is not None and not caps.expert_parallel:
+            continue
+        for etp in _divisors(dense // ep):
+            if cons.etp is not None and etp not in cons.etp:
+                continue
+            if cons.etp is None and tp % etp:
+                continue
+            if moe.moe_ffn_hidden_size % etp or not _in_node(etp, n, per_node, cons):
+                continue
+            if etp > 1 and caps is not None and not caps.expert_tensor_parallel:
+                continue
+            out.append((ep, etp))
+    return out
 
 
 def _sequence_parallel(wanted: bool | None, caps: FrameworkCaps | None) -> list[bool]:

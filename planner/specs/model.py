@@ -36,6 +36,9 @@ from planner.specs.limits import BOUNDS as B
 from planner.specs.limits import TEXT
 
 Family = Literal["gpt", "llama"]
+# The attention core's kernel: one fused flash kernel, or batched GEMMs with a separate softmax
+# and dropout (Megatron-LM 2021, the stack of its Table 1).
+AttentionKernel = Literal["flash", "unfused"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,10 @@ def _is_none(value: object) -> bool:
     return value is None
 
 
+def _is_zero(value: float) -> bool:
+    return value == 0
+
+
 class ModelArch(Frozen):
     """A built-in model family's shapes (Megatron GPT or Llama), optionally with
     mixture-of-experts layers (`moe`), a head size other than hidden / heads (`head_dim`),
@@ -181,6 +188,13 @@ class ModelArch(Frozen):
     sliding_window: SlidingWindow | None = Field(
         default=None, exclude_if=_is_none, description="sliding-window layers"
     )
+    attention_kernel: AttentionKernel | None = Field(
+        default=None,
+        exclude_if=_is_none,
+        description="the attention core: one fused 'flash' kernel, or 'unfused' batched GEMMs "
+        "and softmax (Megatron-LM 2021); default: gpt unfused, llama flash. Context "
+        "parallelism needs 'flash'",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ModelArch:
@@ -195,6 +209,11 @@ class ModelArch(Frozen):
             raise ValueError(f"num_kv_heads={kv} must divide num_attention_heads={a}")
         if self.family == "llama" and self.ffn_hidden_size is None:
             raise ValueError("ffn_hidden_size=None: required for family 'llama'")
+        if self.family == "llama" and self.attention_kernel == "unfused":
+            raise ValueError(
+                "attention_kernel='unfused': the llama family is costed with its fused flash "
+                "kernel only (the unfused core is Megatron-LM 2021's gpt)"
+            )
         if self.head_dim is not None and self.head_dim % 2 and self.family == "llama":
             raise ValueError(f"head_dim={self.head_dim} must be even (rotary pairs)")
         if self.mla is not None and (self.head_dim is not None or kv is not None):
@@ -230,6 +249,14 @@ class ModelArch(Frozen):
     @property
     def display_name(self) -> str:
         return self.name or f"{self.family}-{self.num_layers}x{self.hidden_size}"
+
+    @property
+    def fused_attention(self) -> bool:
+        """Whether the attention core is one fused flash kernel (`attention_kernel`, else the
+        family's default: llama's is, gpt's (Megatron-LM 2021) is not)."""
+        if self.attention_kernel is not None:
+            return self.attention_kernel == "flash"
+        return self.family == "llama"
 
     @property
     def is_plain(self) -> bool:
@@ -302,6 +329,54 @@ class LayerCost(Frozen):
         description="W as a split-backward schedule runs it (None: bw_weight_s)",
     )
 
+    # Context and expert parallelism (docs/moe.md; the analytic catalog fills them, a measured
+    # profile leaves them at 0). Left out of the JSON at 0, so profiles keep their hashes.
+    expert_param_count: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="the routed experts' share of param_count (sharded over ep x etp, "
+        "gradients reduced over edp)",
+    )
+    cp_kv_bytes: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="K and V one context-parallel rank holds (one ring step's send)",
+    )
+    attention_fw_s: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_s,
+        exclude_if=_is_zero,
+        description="the attention core's share of fw_s (what a cp ring step overlaps)",
+    )
+    attention_bw_s: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_s,
+        exclude_if=_is_zero,
+        description="the attention core's share of bw_input_s",
+    )
+    ep_dispatch_bytes: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="bytes the busiest rank moves in one of an MoE layer's all-to-alls "
+        "(4 per micro-batch): its token copies x the load imbalance",
+    )
+    etp_gather_bytes: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_bytes,
+        exclude_if=_is_zero,
+        description="rows one rank's local experts process, bytes (all-gathered over etp "
+        "before them, reduce-scattered after)",
+    )
+
     @property
     def bw_s(self) -> float:
         return self.bw_input_s + self.bw_weight_s
@@ -313,7 +388,8 @@ class LayerCost(Frozen):
         return i, w
 
     def times_scaled(self, k: float) -> LayerCost:
-        """Every compute time (fw, bw, recompute, split I / W) times k; bytes and FLOPs kept."""
+        """Every compute time (fw, bw, recompute, split I / W, the attention core's share)
+        times k; bytes and FLOPs kept."""
         r = self.recompute_s
 
         def opt(x: float | None) -> float | None:
@@ -329,6 +405,8 @@ class LayerCost(Frozen):
                 ),
                 "split_bw_input_s": opt(self.split_bw_input_s),
                 "split_bw_weight_s": opt(self.split_bw_weight_s),
+                "attention_fw_s": self.attention_fw_s * k,
+                "attention_bw_s": self.attention_bw_s * k,
             }
         )
 

@@ -52,7 +52,7 @@ def test_the_printed_plan_states_an_open_gap_and_missing_alternatives(tmp_path: 
         assert re.search(r"gap \d+\.\d\d% to the bound [0-9.]+ (ms|s)", head), head
     else:
         assert "OPTIMAL" in head and "gap" not in head
-    one = {"tp": [1], "pp": [1], "micro_batch_sizes": [1], "zero_stages": [1]}
+    one = {"tp": [1], "cp": [1], "pp": [1], "micro_batch_sizes": [1], "zero_stages": [1]}
     few = tiny_request(constraints=one)  # a single configuration: no alternative exists
     few["search"] = {"time_limit_s": 10, "top_k": 3}
     doc = json.loads(

@@ -369,9 +369,9 @@ def test_many_alternatives_are_folded(api: Api) -> None:
     assert page.count("class='alt'") == 17  # all on the chart, folded or not
 
 
-def test_an_moe_preset_is_offered_and_its_refusal_shown(api: Api) -> None:
-    """The MoE presets are listed; the search refuses them (not costed yet), and the page
-    says why instead of failing."""
+def test_an_moe_preset_is_offered_and_planned(api: Api) -> None:
+    """The MoE presets are listed, and the cost model costs them: the search's answer (a
+    plan, or why none fits) is shown instead of a refusal."""
     browser = _browser(api, api.acme)
     assert '<option value="mixtral-8x7b"' in browser.get("/plans/new").text
     fields = {"model_source": "preset", "preset": "mixtral-8x7b", "num_gpus": "8"}
@@ -382,4 +382,5 @@ def test_an_moe_preset_is_offered_and_its_refusal_shown(api: Api) -> None:
         r = browser.get(str(r.url))
     assert r.status_code < 500
     text = html.unescape(r.text)
-    assert "not yet costed" in text, text[-2000:]
+    assert 'id="job-title">Searching' not in r.text, text[-2000:]
+    assert "not yet costed" not in text, text[-2000:]

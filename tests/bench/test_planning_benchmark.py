@@ -42,7 +42,8 @@ def test_one_tiny_case_runs_in_a_pinned_child_and_reports_its_plan() -> None:
     p = here.plan
     assert row["status"] == here.search.status == "OPTIMAL"
     assert row["step_time_s"] == p.prediction.step_time_s
-    assert row["plan"].startswith(f"tp={p.tp} pp={p.pp} dp={p.dp} vpp={p.vpp} {p.schedule} ")
+    cp = f" cp={p.cp}({p.cp_comm})" if p.cp > 1 else ""  # ep, etp: a dense model has none
+    assert row["plan"].startswith(f"tp={p.tp}{cp} pp={p.pp} dp={p.dp} vpp={p.vpp} {p.schedule} ")
     assert len(row["wall_times_s"]) == 2
     assert row["wall_s"] == min(row["wall_times_s"])
     assert row["cpu_s"] > 0

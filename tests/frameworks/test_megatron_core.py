@@ -42,7 +42,7 @@ VALUED = {
     "--seq-length", "--max-position-embeddings", "--vocab-size", "--train-iters",
     "--log-interval", "--pipeline-model-parallel-layout", "--recompute-granularity",
     "--recompute-method", "--normalization", "--position-embedding-type", "--tokenizer-type",
-    "--lr", "--attention-dropout", "--hidden-dropout",
+    "--lr", "--attention-dropout", "--hidden-dropout", "--context-parallel-size",
 }  # fmt: skip
 INTS = {f for f in VALUED if f.endswith(("-size", "-layers", "-stage", "-rank", "-heads",
                                           "-groups", "-length", "-embeddings", "-iters",
@@ -58,6 +58,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             p.add_argument(flag, type=int)
         elif flag in FLOATS:
             p.add_argument(flag, type=float)
+        elif flag == "--cp-comm-type":  # Megatron-LM: nargs="+", one per layer or one for all
+            p.add_argument(flag, nargs="+", default=["p2p"])
         elif flag in VALUED:
             p.add_argument(flag)
         else:
@@ -99,6 +101,7 @@ def transformer_config(a: argparse.Namespace) -> TransformerConfig:
         "num_query_groups": a.num_query_groups if a.group_query_attention else None,
         "tensor_model_parallel_size": a.tensor_model_parallel_size,
         "pipeline_model_parallel_size": a.pipeline_model_parallel_size,
+        "context_parallel_size": a.context_parallel_size or 1,
         "virtual_pipeline_model_parallel_size": virtual_size(a),
         "sequence_parallel": a.sequence_parallel,
         "num_layers_in_first_pipeline_stage": a.decoder_first_pipeline_num_layers,
@@ -152,6 +155,8 @@ def check(plan: Plan) -> None:
     config = transformer_config(a)
     assert config.tensor_model_parallel_size == plan.tp
     assert config.pipeline_model_parallel_size == plan.pp
+    assert config.context_parallel_size == plan.cp
+    assert a.cp_comm_type == [plan.cp_comm]
     assert (config.virtual_pipeline_model_parallel_size or 1) == plan.vpp
     assert config.sequence_parallel == plan.sequence_parallel
     n = config.num_layers

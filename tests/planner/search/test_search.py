@@ -22,7 +22,7 @@ def test_a_tiny_time_limit_still_returns_a_feasible_plan() -> None:
     result = search(req, clock=time.monotonic)
     assert result.search.status == "FEASIBLE"
     assert result.plan.prediction.feasible
-    assert result.plan.tp * result.plan.pp * result.plan.dp == 64
+    assert result.plan.world_size == 64  # tp * cp * pp * dp
     # it stopped at the limit (plus one uninterruptible step: test_time_limit.SLACK_S), with
     # configurations left unsettled, instead of finishing the search
     assert result.search.wall_time_s <= 0.05 + SLACK_S
@@ -85,7 +85,7 @@ def test_exhaustive_refuses_a_large_space() -> None:
 def test_search_statistics_count_the_space() -> None:
     req = _request(
         model={**GPT_13B, "num_layers": 14, "hidden_size": 4096, "num_attention_heads": 32},
-        constraints={"memory_cap_gib": 40, "pp": [8], "tp": [1], "zero_stages": [1]},
+        constraints={"memory_cap_gib": 40, "pp": [8], "tp": [1], "cp": [1], "zero_stages": [1]},
         search={"time_limit_s": 60, "top_k": 5},
     )
     result = search(req)
@@ -94,9 +94,11 @@ def test_search_statistics_count_the_space() -> None:
     assert s.candidates_considered >= s.candidates_pruned
     assert s.solver_calls >= 1
 
-    # an alternative differs in degrees, schedule, vpp, micro-batch size or ZeRO
+    # an alternative differs in degrees (cp, ep, etp among them), schedule, vpp, micro-batch
+    # size or ZeRO
     def key(p: Plan) -> tuple[object, ...]:
-        return (p.tp, p.pp, p.dp, p.vpp, p.schedule, p.micro_batch_size, p.zero_stage)
+        degrees = (p.tp, p.cp, p.pp, p.dp, p.ep, p.etp)
+        return (*degrees, p.vpp, p.schedule, p.micro_batch_size, p.zero_stage)
 
     keys = {key(a) for a in result.alternatives}
     assert key(result.plan) not in keys

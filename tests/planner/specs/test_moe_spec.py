@@ -9,8 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from planner.catalog.hardware import lookup_gpu
-from planner.catalog.models import analytic_costs
-from planner.errors import SpecError
+from planner.catalog.models import analytic_costs, layer_refs
 from planner.specs import ClusterSpec, ModelArch, PlanRequest, TrainingSpec
 from planner.specs.model import MlaSpec, MoeSpec, SlidingWindow
 
@@ -104,17 +103,19 @@ def test_model_level_checks_print_the_numbers() -> None:
     assert "greater than or equal to 2" in _message(exc)
 
 
-def test_the_dense_catalog_refuses_what_it_does_not_cost() -> None:
+def test_the_catalog_costs_an_moe_layer_as_its_own_kind() -> None:
     arch = ModelArch(**LLAMA, moe=MOE)
     gpu = lookup_gpu("A100-SXM-80GB")
     assert gpu is not None
-    with pytest.raises(SpecError, match="not yet costed"):
-        analytic_costs(
-            arch,
-            gpu=gpu,
-            dtype="bf16",
-            seq_length=512,
-            micro_batch_size=1,
-            tp=1,
-            sequence_parallel=False,
-        )
+    costs = analytic_costs(
+        arch,
+        gpu=gpu,
+        dtype="bf16",
+        seq_length=512,
+        micro_batch_size=1,
+        tp=1,
+        sequence_parallel=False,
+    )
+    kinds = {ref.kind for ref in layer_refs(arch)}
+    assert kinds <= costs.keys()
+    assert "decoder_moe" in kinds

@@ -1,7 +1,8 @@
 """The planning benchmark: realistic requests beyond Table 1, each search on one core.
 
     python bench/planning_benchmark.py [--repeat 3] [--json] [--cases DIR] [--filter S]
-                                       [--cpu K] [--time-limit S]
+                                       [--cpu K] [--time-limit S] [--gap-tolerance G]
+                                       [--cpu-clock]
 
 Runs every request of bench/cases/*.json (the cases and their sources: bench/cases/README.md)
 whose file name contains `--filter`, `--repeat` times each. Every search runs in a fresh
@@ -13,8 +14,13 @@ whole search. Per request it prints the least wall time of the runs and their sp
 wall time hides), the status of the fastest run, its gap to the proven lower bound (`search.gap`,
 `search.lower_bound_s`: reported where the search provides them, else "-"), when its best plan
 was first found, and the plan; then a summary against the goals of issue #21 (median <= 1 s,
-max <= 5 s, every request OPTIMAL). Wall times on a shared machine move with its load: the
-summary prints `os.getloadavg()` at the start and the end.
+max <= 5 s, every request OPTIMAL or within a proven 0.5 % gap). Wall times on a shared
+machine move with its load: the summary prints `os.getloadavg()` at the start and the end.
+`--gap-tolerance G` sets search.gap_tolerance on every request (how long a proven gap of at
+most G takes; a request stopped by it is FEASIBLE and counts as within the gap if G is at
+most the goal's). `--cpu-clock` charges the time limit with the search's CPU time
+(`clock=time.process_time`): on a machine others load, each search then does the work it
+would do alone within its limit (its wall time is longer).
 
 `measure(name, request, repeat=..)` and `summarize(rows, goals)` are the function API
 (bench/search_speed.py prints the Table-1 rows with them; tests/bench runs one tiny case).
@@ -50,10 +56,11 @@ class Goals:
 
     median_s: float
     max_s: float
+    gap: float = 0.0  # every request ends OPTIMAL or with a proven gap at most this
 
 
-REQUEST_GOALS = Goals(median_s=1.0, max_s=5.0)  # the benchmark's requests
-TABLE1_GOALS = Goals(median_s=0.5, max_s=3.0)  # the Megatron-LM Table-1 rows
+REQUEST_GOALS = Goals(median_s=1.0, max_s=5.0, gap=0.005)  # the benchmark's requests
+TABLE1_GOALS = Goals(median_s=0.5, max_s=3.0, gap=0.0)  # the Megatron-LM Table-1 rows
 
 
 def load_cases(directory: Path = CASES, name_filter: str = "") -> list[tuple[str, PlanRequest]]:
@@ -76,7 +83,7 @@ def _search_stat(res: PlanResult, name: str) -> Any:
     return value if value is not None else res.search.details.get(name)
 
 
-def _one_run(request_json: str, cpu: int) -> dict[str, Any]:
+def _one_run(request_json: str, cpu: int, cpu_clock: bool = False) -> dict[str, Any]:
     """One search in this (child) process, pinned to `cpu`: wall time and what it found."""
     from planner.search import search
 
@@ -84,7 +91,7 @@ def _one_run(request_json: str, cpu: int) -> dict[str, Any]:
     request = PlanRequest.model_validate_json(request_json)
     t0, c0 = time.monotonic(), time.process_time()
     try:
-        res = search(request, clock=time.monotonic)
+        res = search(request, clock=time.process_time if cpu_clock else time.monotonic)
     except InfeasibleError:
         return {
             "wall_s": time.monotonic() - t0,
@@ -141,7 +148,12 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def measure(
-    name: str, request: PlanRequest, *, repeat: int = 3, cpu: int | None = None
+    name: str,
+    request: PlanRequest,
+    *,
+    repeat: int = 3,
+    cpu: int | None = None,
+    cpu_clock: bool = False,
 ) -> dict[str, Any]:
     """Search `request` `repeat` times, each in a fresh process on one core; the row of the
     fastest run with the least wall time, the spread and every wall time."""
@@ -151,7 +163,7 @@ def measure(
     for _ in range(max(1, repeat)):
         # one worker, one task: a fresh process per run
         with ProcessPoolExecutor(max_workers=1, mp_context=_context()) as pool:
-            runs.append(pool.submit(_one_run, body, core).result())
+            runs.append(pool.submit(_one_run, body, core, cpu_clock).result())
     walls = [r["wall_s"] for r in runs]
     fastest = runs[walls.index(min(walls))]
     return {
@@ -174,16 +186,22 @@ def summarize(rows: list[dict[str, Any]], goals: Goals) -> dict[str, Any]:
     cpus = [r.get("cpu_s", r["wall_s"]) for r in rows]
     median, top = statistics.median(walls), max(walls)
     optimal = sum(r["status"] == "OPTIMAL" for r in rows)
+    within = sum(
+        r["status"] == "OPTIMAL" or (r.get("gap") is not None and r["gap"] <= goals.gap)
+        for r in rows
+    )
     return {
         "count": len(rows),
         "optimal": optimal,
+        "within_gap": within,
+        "goal_gap": goals.gap,
         "median_s": round(median, 3),
         "max_s": round(top, 3),
         "cpu_median_s": round(statistics.median(cpus), 3),
         "cpu_max_s": round(max(cpus), 3),
         "goal_median_s": goals.median_s,
         "goal_max_s": goals.max_s,
-        "goals_met": median <= goals.median_s and top <= goals.max_s and optimal == len(rows),
+        "goals_met": median <= goals.median_s and top <= goals.max_s and within == len(rows),
     }
 
 
@@ -205,7 +223,8 @@ def format_row(row: dict[str, Any]) -> str:
 
 def format_summary(summary: dict[str, Any], load: tuple[float, float]) -> str:
     return (
-        f"{summary['count']} requests: {summary['optimal']} OPTIMAL, median "
+        f"{summary['count']} requests: {summary['optimal']} OPTIMAL, {summary['within_gap']} "
+        f"OPTIMAL or within a {100 * summary['goal_gap']:.1f} % gap, median "
         f"{summary['median_s']:.2f} s (goal <= {summary['goal_median_s']}), max "
         f"{summary['max_s']:.2f} s (goal <= {summary['goal_max_s']}), CPU median "
         f"{summary['cpu_median_s']:.2f} s max {summary['cpu_max_s']:.2f} s: goals "
@@ -215,11 +234,16 @@ def format_summary(summary: dict[str, Any], load: tuple[float, float]) -> str:
 
 
 def run_rows(
-    cases: list[tuple[str, PlanRequest]], *, repeat: int, cpu: int | None, quiet: bool
+    cases: list[tuple[str, PlanRequest]],
+    *,
+    repeat: int,
+    cpu: int | None,
+    quiet: bool,
+    cpu_clock: bool = False,
 ) -> list[dict[str, Any]]:
     rows = []
     for name, request in cases:
-        row = measure(name, request, repeat=repeat, cpu=cpu)
+        row = measure(name, request, repeat=repeat, cpu=cpu, cpu_clock=cpu_clock)
         rows.append(row)
         if not quiet:
             print(format_row(row), flush=True)
@@ -234,19 +258,33 @@ def main() -> None:
     ap.add_argument("--filter", default="", help="only files whose name contains this")
     ap.add_argument("--cpu", type=int, default=None, help="the core to pin searches to")
     ap.add_argument("--time-limit", type=float, default=None, help="override search.time_limit_s")
+    ap.add_argument(
+        "--gap-tolerance", type=float, default=None, help="set search.gap_tolerance (0..1)"
+    )
+    ap.add_argument(
+        "--cpu-clock",
+        action="store_true",
+        help="charge the time limit with the search's CPU time (a loaded machine)",
+    )
     args = ap.parse_args()
     cases = load_cases(args.cases, args.filter)
     if not cases:
         print(f"no request in {args.cases} matches {args.filter!r}", file=sys.stderr)
         sys.exit(2)
+    search_update: dict[str, float] = {}
     if args.time_limit is not None:
+        search_update["time_limit_s"] = args.time_limit
+    if args.gap_tolerance is not None:
+        search_update["gap_tolerance"] = args.gap_tolerance
+    if search_update:
         cases = [
-            (n, r.model_copy(update={"search": r.search.model_copy(update={"time_limit_s": t})}))
+            (n, r.model_copy(update={"search": r.search.model_copy(update=search_update)}))
             for n, r in cases
-            for t in [args.time_limit]
         ]
     start_load = os.getloadavg()[0]
-    rows = run_rows(cases, repeat=args.repeat, cpu=args.cpu, quiet=args.json)
+    rows = run_rows(
+        cases, repeat=args.repeat, cpu=args.cpu, quiet=args.json, cpu_clock=args.cpu_clock
+    )
     load = (start_load, os.getloadavg()[0])
     summary = summarize(rows, REQUEST_GOALS)
     if args.json:

@@ -21,6 +21,7 @@ turn). The post term adds at least the average per-rank DP sync + optimizer time
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import itertools
 import math
@@ -33,10 +34,37 @@ from planner.cost import MODE_INDEX, PartitionInputs
 from planner.memo import PerObject
 from planner.schedules import rank_stages
 from planner.search.paths import PathCut
+from planner.specs.base import RecomputeMode
 
 # _water_fill starts from the envelope's counts (a binary search per rank) only where ranks
 # take at least this many steps on average; below it the searches cost what they save.
 WARM_START_STEPS = 8
+
+
+def restricted(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> PartitionInputs:
+    """`inputs` as a configuration that uses only `modes` sees them, for its floors: each
+    layer's backward time and activation bytes of a mode outside `modes` become the least of
+    those inside (so every `min` over modes in this module is the least over `modes`), and
+    `allowed_modes` is `modes`. Every partition of the configuration has the same times and
+    bytes in both, so each floor of the result is a floor of the configuration; with one
+    mode (a framework that cannot mix them: uniform full recompute) the floors count its
+    recompute, which the least over all modes leaves out. `inputs` itself where `modes` are
+    all three."""
+    ks = sorted({MODE_INDEX[m] for m in modes})
+    if len(ks) == len(MODE_INDEX) or not ks:
+        return inputs
+
+    def fold(values: tuple[float, float, float]) -> tuple[float, float, float]:
+        least = min(values[k] for k in ks)
+        a, b, c = (v if k in ks else least for k, v in enumerate(values))
+        return a, b, c
+
+    return dataclasses.replace(
+        inputs,
+        bw_input_s=tuple(map(fold, inputs.bw_input_s)),
+        activation_bytes=tuple(map(fold, inputs.activation_bytes)),
+        allowed_modes=tuple(modes),
+    )
 
 
 def memory_floor_bytes(inputs: PartitionInputs) -> float:

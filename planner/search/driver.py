@@ -30,7 +30,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from planner.cost import PartitionInputs, balanced_bounds, partition_inputs, resolve_costs
+from planner.cost import (
+    MODE_INDEX,
+    PartitionInputs,
+    balanced_bounds,
+    partition_inputs,
+    resolve_costs,
+)
 from planner.cost.partition import SPLIT_BACKWARD
 from planner.cost.source import CostSource
 from planner.errors import SpecError
@@ -41,6 +47,7 @@ from planner.search.bounds import (
     group_time_floor_s,
     least_inflight,
     memory_floor_bytes,
+    restricted,
     time_floor_s,
     work_s,
 )
@@ -79,7 +86,7 @@ class Entry:
     known_domains: Domains | None = None  # ... and the count domains it proved
     probed: bool = False  # ... after probing them to the end
     descended: bool = False  # the improve pass ran its hill climb to the end
-    proof_floor_s: float = 0.0  # the path-cut floor an unfinished solve proved (bounds.cut_floor_s)
+    proof_floor_s: float = 0.0  # what an unfinished solve proved: cut_floor_s, its LP floors
 
     @property
     def floor_s(self) -> float:
@@ -283,6 +290,18 @@ def run_search(
                 if entry.result is not None and _unproven(entry):
                     _reopen(entry)
         fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
+        # Settle pass: configurations no heuristic partition fits come last by estimate, and
+        # most have nothing that fits (their LP with the memory rows is infeasible: settled in
+        # one solve); unvisited, they would hold the bound. Each gets the cheap phases (no
+        # branching, no CP-SAT) within tuning.settle_share of the first pass's cap.
+        if prune and request.objective == "time":
+            for entry in [e for e in fresh if e.estimate_s == math.inf]:
+                if elapsed() >= limit or _gap_reached(request, out):
+                    break
+                own = _capped(elapsed, limit, tuning.settle_share * cap)
+                solver_s += _visit(request, out, entry, split, num_layers, own, prove=False)
+                if entry.result is not None and _unproven(entry):
+                    _reopen(entry)
         # First pass: each configuration gets at most config_share of the limit, so that one
         # hard proof cannot starve the rest; those cut short are solved again with all the
         # time left (and the better incumbent the first pass found).
@@ -538,8 +557,9 @@ def _sweep(
                 out.invalid += 1  # e.g. a schedule torch cannot run with this m
                 continue
             # (a floor at or above the incumbent may stop short: it is pruned either way)
-            floor = time_floor_s(inputs, enough)
-            entry = Entry(cfg, inputs, memory_floor_bytes(inputs), floor)
+            seen = restricted(inputs, cfg.modes)  # the floors of its modes only
+            floor = time_floor_s(seen, enough)
+            entry = Entry(cfg, inputs, memory_floor_bytes(seen), floor)
             entries.append(entry)
             if prune and entry.memory_floor_bytes <= inputs.cap_bytes:
                 if _cannot_win(request, out, entry) and cfg.family in out.families:
@@ -623,9 +643,10 @@ def _visit(
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls
     out.cuts += res.cuts
-    if res.status in ("FEASIBLE", "UNKNOWN") and res.paths:
-        floor = cut_floor_s(inputs, res.paths)  # what the unfinished solve proved
-        entry.proof_floor_s = max(entry.proof_floor_s, floor or 0.0)
+    if res.status in ("FEASIBLE", "UNKNOWN"):
+        # what the unfinished solve proved: its path cuts' whole-layer floor, its LP floors
+        floor = cut_floor_s(inputs, res.paths) if res.paths else None
+        entry.proof_floor_s = max(entry.proof_floor_s, floor or 0.0, res.floor_s)
     proven = res.status == "OPTIMAL"
     for sc in (res.best, *res.evaluated):
         if sc is not None and sc.score.feasible:
@@ -749,6 +770,7 @@ def _group_floors(
             rin = partition_inputs(request, rep.candidate(), source=src, given_inflight=least)
         except SpecError:
             continue
+        rin = restricted(rin, rep.modes)
         built.append((group_memory_floor_bytes(rin), rin))
     if not built:
         return None
@@ -821,22 +843,50 @@ def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
 
 def _mark_dominated(entries: list[Entry]) -> None:
     """Configurations with the same tp, pp, schedule and micro-batch count that differ in the
-    ZeRO stage, cp's K/V exchange, the expert degrees (ep, etp) or in (cp, dp, mbs): drop those
-    another one dominates (typically ZeRO-0 against ZeRO-1: same times or slower, more bytes;
-    the costlier K/V exchange; cp = c at mbs b against cp = c / g, dp g at b / g, the same
-    tokens per GPU and micro-batch without the K/V exchange's cost)."""
+    ZeRO stage, cp's K/V exchange, the expert degrees (ep, etp), in (cp, dp, mbs) or in their
+    recompute modes: drop those another one dominates (typically ZeRO-0 against ZeRO-1: same
+    times or slower, more bytes; the costlier K/V exchange; cp = c at mbs b against cp = c / g,
+    dp g at b / g, the same tokens per GPU and micro-batch without the K/V exchange's cost;
+    under a framework that cannot mix modes, selective recompute against none where it saves
+    no bytes: _modes_no_worse)."""
     buckets: dict[tuple[object, ...], list[Entry]] = {}
     for e in entries:
         c = e.config
         key = (c.tp, c.pp, c.vpp, c.schedule, c.num_microbatches, c.sequence_parallel)
-        buckets.setdefault((*key, c.modes), []).append(e)
+        buckets.setdefault(key, []).append(e)
     for group in buckets.values():
         for i, e in enumerate(group):
             for j, other in enumerate(group):
                 if i == j or other.verdict == "dominated" or e.verdict != "pending":
                     continue
-                if _dominates(other.inputs, e.inputs):
+                if _modes_no_worse(other, e) and _dominates(other.inputs, e.inputs):
                     e.verdict = "dominated"
+
+
+def _modes_no_worse(a: Entry, b: Entry) -> bool:
+    """Every partition of b has one of a, with the same split, no slower and no larger in any
+    layer (with _dominates on the rest, a's best is at least as good as b's): b's modes are
+    among a's, or both use one mode each and a's is, in every layer, no slower in backward, no
+    larger in activation bytes, and holds no larger recompute transient (act(none) - act(mode),
+    0 without recompute). The makespan is a longest path, nondecreasing in the
+    durations, and each rank's peak is nondecreasing in the bytes."""
+    ma, mb = a.config.modes, b.config.modes
+    if set(mb) <= set(ma):
+        return True
+    if len(ma) != 1 or len(mb) != 1:
+        return False
+    ka, kb = MODE_INDEX[ma[0]], MODE_INDEX[mb[0]]
+    none = MODE_INDEX["none"]
+    x, y = a.inputs, b.inputs
+    layers = zip(x.bw_input_s, x.activation_bytes, y.bw_input_s, y.activation_bytes, strict=True)
+    for bw_a, act_a, bw_b, act_b in layers:
+        if bw_a[ka] > bw_b[kb] or act_a[ka] > act_b[kb]:
+            return False
+        transient_a = act_a[none] - act_a[ka] if x.recompute_transient and ka != none else 0.0
+        transient_b = act_b[none] - act_b[kb] if y.recompute_transient and kb != none else 0.0
+        if transient_a > transient_b:
+            return False
+    return True
 
 
 def _offer(

@@ -45,7 +45,7 @@ from planner.cost.partition import PartitionInputs
 from planner.schedules import rank_stages
 from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
-from planner.search.cutlp import CutLP, LpPoint, rounded_bounds
+from planner.search.cutlp import MARGIN, CutLP, LpPoint, rounded_bounds
 from planner.search.domains import Domains, counted_run, intersect, is_empty, whole_layer_domains
 from planner.search.hints import repaired
 from planner.search.model import PartitionModel, StageSplit, layer_runs
@@ -83,28 +83,44 @@ class ConfigResult:
     paths: list[PathCut] = field(default_factory=list)  # every path cut it collected
     domains: Domains | None = None  # count domains that hold every better partition
     probed: bool = False  # ... and the probing phase ran to its fixed point on them
+    floor_s: float = 0.0  # a lower bound of its optimum that the LP phases proved (lp_floor)
+
+    def prove_floor(self, floor_s: float) -> None:
+        """Keep `floor_s` if it is higher (each is a valid lower bound: lp_floor)."""
+        self.floor_s = max(self.floor_s, floor_s)
+
+
+def lp_floor(value_s: float, bound_s: float) -> float:
+    """A lower bound of the configuration's optimum from an LP solved over a region that
+    holds every partition better than `bound_s` (the count domains, or the nodes a branching
+    left open): a partition in the region is no faster than the LP's optimum `value_s`
+    (GLOP's tolerances: MARGIN), one outside it no faster than `bound_s`."""
+    return min(value_s * (1 - MARGIN), bound_s)
 
 
 @dataclass(frozen=True)
 class ProbeOutcome:
     """What probe_phase proved: `closed` (nothing beats the bound), else the count `domains`
     holding every better partition; `probed`: it reached its fixed point; `solves`: LP
-    solves spent."""
+    solves spent; `floor_s`: the configuration's lower bound it proved (lp_floor)."""
 
     closed: bool
     domains: Domains | None
     probed: bool
     solves: int
+    floor_s: float = 0.0
 
 
 @dataclass(frozen=True)
 class BranchOutcome:
     """What branch_phase proved: `closed` (every node's LP floor reaches the bound), else the
-    `hull` of the nodes left open; `solves`: LP solves spent."""
+    `hull` of the nodes left open; `solves`: LP solves spent; `floor_s`: the configuration's
+    lower bound it proved (lp_floor over the nodes left open)."""
 
     closed: bool
     hull: Domains | None
     solves: int
+    floor_s: float = 0.0
 
 
 def horizon_s(inputs: PartitionInputs) -> float:
@@ -328,7 +344,16 @@ def _lp_settles(
 
     shifts = tuning.lp_shift_rounds if polish else 0
     if lp_phase(
-        lp, col.seeds, limit, col.consider, time_left, rounds, result.domains, shifts, tuning
+        lp,
+        col.seeds,
+        limit,
+        col.consider,
+        time_left,
+        rounds,
+        result.domains,
+        shifts,
+        tuning,
+        proven=result.prove_floor,
     ):
         return True
     if split != "any":
@@ -340,6 +365,7 @@ def _lp_settles(
         probe = probe_phase(lp, limit, time_left, result.domains, tuning=tuning)
         result.solver_calls += probe.solves
         result.domains, result.probed = probe.domains, probe.probed
+        result.prove_floor(probe.floor_s)
         if probe.closed:
             return True
     if not prove:  # branching is a proof device: left to the call that proves
@@ -348,6 +374,7 @@ def _lp_settles(
         lp, col.seeds, limit, col.consider, time_left, root=result.domains, tuning=tuning
     )
     result.solver_calls += branch.solves
+    result.prove_floor(branch.floor_s)
     if not branch.closed and branch.hull is not None:
         result.domains = intersect(result.domains, branch.hull)
     return branch.closed
@@ -452,6 +479,7 @@ def lp_phase(
     domains: Domains | None = None,
     shift_rounds: int = 0,
     tuning: SearchTuning = TUNING,
+    proven: Callable[[float], None] | None = None,
 ) -> bool:
     """Cutting planes on the LP relaxation (planner.search.cutlp): solve the LP, round its
     fractional split to a partition (modes re-picked for the cap), simulate it and its
@@ -468,7 +496,8 @@ def lp_phase(
     find one solve at a time. Only for the incumbent's configuration
     (solve_config(polish=True)), tuning.lp_shift_rounds rounds: there they serve the proof;
     in every round, or in every configuration's LP phase, the extra rows slow the LP more
-    than they help."""
+    than they help. `proven` is given each LP solve's lp_floor (the LP holds every better
+    partition: it is solved inside `domains`)."""
     inputs, modes = lp.inputs, lp.modes
     for cut in seeds:
         lp.add_cut(cut)
@@ -486,6 +515,8 @@ def lp_phase(
             return False
         if point.reaches(bound):
             return True
+        if proven is not None:
+            proven(lp_floor(point.value_s, bound))
         if done == rounds:
             return False
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
@@ -544,29 +575,38 @@ def branch_phase(
     lp.count_run(g)
     time_left = _share(time_left, tuning.branch_share) if time_left is not None else None
     free = tuple((0, total) for _ in range(pp + inputs.num_stages))
-    stack = [root if root is not None else free]  # root: the probing phase's domains
+    # every node with a lower bound of its partitions' step times (its parent's LP value
+    # until its own LP is solved): the least over the nodes left open is the floor proven
+    stack = [(root if root is not None else free, 0.0)]  # root: the probing phase's domains
     solves = 0
-    open_nodes: list[Domains] = []  # whole counts everywhere: nothing to branch on
+    open_nodes: list[tuple[Domains, float]] = []  # whole counts everywhere: nothing to branch on
+
+    def unfinished(bound: float | None, *nodes: tuple[Domains, float]) -> BranchOutcome:
+        left = [*open_nodes, *nodes, *stack]
+        floor = 0.0 if bound is None else min([bound, *(low for _, low in left)])
+        return BranchOutcome(False, _hull([node for node, _ in left]), solves, floor)
+
     try:
         while stack:
-            node = stack.pop()
+            node, low = stack.pop()
             lp.set_count_bounds(node)
             point = None
-            for _ in range(tuning.branch_rounds):
+            for _ in range(max(1, tuning.branch_rounds)):
                 bound = limit()
                 if (
                     bound is None
                     or solves >= tuning.branch_solves
                     or (time_left is not None and time_left() <= 0)
                 ):
-                    return BranchOutcome(False, _hull([*open_nodes, node, *stack]), solves)
+                    return unfinished(bound, (node, low))
                 point = lp.solve()
                 solves += 1
                 if point is None:
-                    return BranchOutcome(False, _hull([*open_nodes, node, *stack]), solves)
+                    return unfinished(bound, (node, low))
                 if point.reaches(bound):
                     point = None  # closed (an infeasible node too: its value is inf)
                     break
+                low = max(low, lp_floor(point.value_s, bound))
                 part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
                 if not _probe(lp, seeds, consider, part)[1]:
                     break
@@ -574,11 +614,11 @@ def branch_phase(
                 continue
             children = _children(node, point.rank_counts, point.run_stage_counts, total)
             if children is None:
-                open_nodes.append(node)
+                open_nodes.append((node, low))
             else:
-                stack.extend(children)
+                stack.extend((child, low) for child in children)
         if open_nodes:
-            return BranchOutcome(False, _hull(open_nodes), solves)
+            return unfinished(limit())
         return BranchOutcome(True, None, solves)
     finally:
         lp.set_count_bounds(free)  # the LP is shared with the phases after
@@ -625,6 +665,7 @@ def probe_phase(
     time_left = _share(time_left, tuning.probe_share) if time_left is not None else None
     solves = 0
     probed = False
+    floor = 0.0  # lp_floor of the LP inside `dom`: every better partition lies in it
 
     def closes(domains: list[tuple[int, int]], bound: float) -> tuple[bool, LpPoint | None]:
         nonlocal solves
@@ -648,6 +689,7 @@ def probe_phase(
                 return ProbeOutcome(True, tuple(dom), False, solves)
             if point is None:
                 break
+            floor = max(floor, lp_floor(point.value_s, bound))
             values = (*point.rank_counts, *point.run_stage_counts)
             shrunk = False
             for k, c in enumerate(values):
@@ -678,7 +720,7 @@ def probe_phase(
     finally:
         lp.set_count_bounds(free)  # the LP is shared with the phases after
     kept = tuple(dom) if tuple(dom) != free else start
-    return ProbeOutcome(False, kept, probed, solves)
+    return ProbeOutcome(False, kept, probed, solves, floor)
 
 
 def _children(

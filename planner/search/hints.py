@@ -13,12 +13,13 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import operator
 from collections.abc import Callable
 from functools import lru_cache
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.memo import PerObject
-from planner.schedules import rank_stages
+from planner.schedules import ActionKind, rank_stages
 from planner.search.domains import counted_run
 from planner.search.model import layer_runs
 from planner.search.partition import Partition
@@ -94,7 +95,8 @@ def repaired(
 ) -> Partition:
     """Fastest modes first, then trade time for memory on each rank over the cap: while the
     rank is over, step its layer with the most bytes saved per second added (the first of
-    equals) to its next mode (_rank_modes). Ranks do not share memory, so each is repaired on
+    equals) to a heavier mode (_rank_modes; against the rank's held points where it holds
+    several chunks: _held_modes). Ranks do not share memory, so each is repaired on
     its own and remembered per (stages, layers) it holds: the hill climb's and cutting
     planes' neighbours change two ranks, the others come from the cache. (Where a rank
     cannot fit, the partition is infeasible whatever the other ranks choose.)"""
@@ -117,13 +119,17 @@ def repaired(
                 shapes.append((inflight[s], g, hi - lo))
             else:
                 shapes.append((inflight[s], *_pieces(run_of, lo, hi)))
-        key = (order, tuple(shapes))
+        # a rank with several held points (several chunks) is repaired against its own
+        # points (_held_modes), which no other rank shares
+        several = len(inputs.rank_points[r]) > 1
+        key = (order, r if several else -1, tuple(shapes))
         choice = memo.get(key)
         starts = [lo for _, lo, _ in spans[r]]
         if choice is None:  # kept as (stage of the rank, layer offset in the stage, mode)
+            repair = _held_modes if several else _rank_modes
             choice = memo[key] = tuple(
                 (k, i - starts[k], c)
-                for i, c in _rank_modes(inputs, order, spans[r])
+                for i, c in repair(inputs, order, spans[r])
                 for k in [bisect.bisect_right(starts, i) - 1]
             )
         for k, offset, c in choice:
@@ -172,34 +178,137 @@ def _rank_modes(
             mem += static[i] + inflight[stage_of[i]] * act[i][ks[current[i]]]
         return mem
 
-    def step(i: int) -> tuple[float, int] | None:
-        """(-bytes saved per second added, layer) of layer i's next mode, None if none saves."""
+    def step(i: int) -> tuple[float, int, int] | None:
+        """(-bytes saved per second added, layer, mode) of layer i's best heavier mode (the
+        most bytes saved per second among the modes after its current one that save any: a
+        mode that saves nothing, selective recompute where attention keeps no score matrix,
+        is stepped over), None if none saves."""
         c = current[i]
-        if c + 1 >= len(order):
-            return None
-        k0, k1 = ks[c], ks[c + 1]
-        saved = inflight[stage_of[i]] * (act[i][k0] - act[i][k1])
-        if saved <= 0:
-            return None
-        cost = inputs.bw_input_s[i][k1] - inputs.bw_input_s[i][k0]
-        return (-(saved / max(cost, 1e-15)), i)
+        best: tuple[float, int, int] | None = None
+        for nxt in range(c + 1, len(order)):
+            saved = inflight[stage_of[i]] * (act[i][ks[c]] - act[i][ks[nxt]])
+            if saved <= 0:
+                continue
+            cost = inputs.bw_input_s[i][ks[nxt]] - inputs.bw_input_s[i][ks[c]]
+            key = (-(saved / max(cost, 1e-15)), i, nxt)
+            if best is None or key < best:
+                best = key
+        return best
 
     heap = [st for i in layers if (st := step(i)) is not None]
     heapq.heapify(heap)
     cap = inputs.cap_bytes
     mem = rank_bytes()
     while mem > cap and heap:
-        _, best_i = heapq.heappop(heap)
+        _, best_i, nxt = heapq.heappop(heap)
         k0 = ks[current[best_i]]
-        current[best_i] += 1
-        nxt = step(best_i)
-        if nxt is not None:
-            heapq.heappush(heap, nxt)
+        current[best_i] = nxt
+        following = step(best_i)
+        if following is not None:
+            heapq.heappush(heap, following)
         # the change of one layer's bytes; summed afresh in layer order near the cap, so
         # that the stop is decided on the same floats as a full sum
-        mem += inflight[stage_of[best_i]] * (act[best_i][ks[current[best_i]]] - act[best_i][k0])
+        mem += inflight[stage_of[best_i]] * (act[best_i][ks[nxt]] - act[best_i][k0])
         if abs(mem - cap) <= 1e-6 * cap:
             mem = rank_bytes()
+    return tuple((i, c) for i, c in current.items() if c)
+
+
+def _held_modes(
+    inputs: PartitionInputs, order: tuple[RecomputeMode, ...], spans: list[tuple[int, int, int]]
+) -> tuple[tuple[int, int], ...]:
+    """_rank_modes for a rank holding several chunks, against its held points
+    (PartitionInputs.rank_points: its peak is the largest of them, not the sum of its stages'
+    peaks, which do not coincide; with interleaved-1f1b at pp = 16, vpp = 5 the sum is 1.7x the
+    peak and recomputes layers that fit). While the largest point is over the cap, step the
+    layer with the most bytes saved *at that point* per second added to a heavier mode, until
+    that point fits (then the fullest again). Each
+    point's bytes as the scorer counts them (planner.cost.memory.rank_activation_peak): the
+    held activations, the larger of the loss temporary and the recompute transient of its
+    stage (in a backward), times (1 + fragmentation). Where the sum of the stages' peaks fits
+    (no point holds more of a stage than its peak), nothing is recomputed without reading the
+    points."""
+    ks = [MODE_INDEX[m] for m in order]
+    rank = inputs.stage_rank[spans[0][0]]
+    act, last = inputs.activation_bytes, inputs.num_stages - 1
+    stage_of = {i: s for s, lo, hi in spans for i in range(lo, hi)}
+    current = dict.fromkeys(stage_of, 0)
+    base = inputs.fixed_bytes + sum(inputs.static_bytes[i] for i in stage_of)
+    grow = 1.0 + inputs.fragmentation_fraction
+    held_of = {s: sum(act[i][ks[0]] for i in range(lo, hi)) for s, lo, hi in spans}
+    # per stage: the recompute transient, act(none) - act(mode) of its largest layer
+    transient = {
+        s: max((act[i][0] - act[i][ks[0]] for i in range(lo, hi)), default=0.0)
+        for s, lo, hi in spans
+    }
+    peaks = sum(inputs.inflight[s] * b for s, b in held_of.items())
+    most = max(inputs.loss_bytes, *transient.values())
+    if base + grow * (peaks + most) <= inputs.cap_bytes:
+        return ()
+    points = inputs.rank_points[rank]
+    stages = rank_stages(inputs.stage_rank)[rank]
+    counts_of = [p.counts for p in points]
+    loss = [
+        inputs.loss_bytes if p.stage == last and p.phase is not ActionKind.W else 0.0
+        for p in points
+    ]
+    # the stage whose transient a point's action holds (a backward), else None
+    recomputing = [
+        p.stage if p.phase in (ActionKind.B, ActionKind.I) and inputs.recompute_transient else None
+        for p in points
+    ]
+
+    def fullest() -> tuple[int, float]:
+        """(the point holding most, its bytes)."""
+        per_slot = [held_of[st] for st in stages]
+        totals = [
+            sum(map(operator.mul, c, per_slot))
+            + (loss[q] if (t := recomputing[q]) is None else max(loss[q], transient[t]))
+            for q, c in enumerate(counts_of)
+        ]
+        q = max(range(len(totals)), key=totals.__getitem__)
+        return q, base + grow * totals[q]
+
+    def point_bytes(q: int) -> float:
+        held: float = sum(map(operator.mul, counts_of[q], [held_of[st] for st in stages]))
+        t = recomputing[q]
+        return base + grow * (held + (loss[q] if t is None else max(loss[q], transient[t])))
+
+    def step(i: int, n: int) -> tuple[float, int, int] | None:
+        """(-bytes saved per second at a point holding n of i's stage, layer, mode)."""
+        c, best = current[i], None
+        for nxt in range(c + 1, len(order)):
+            saved = n * (act[i][ks[c]] - act[i][ks[nxt]])
+            if saved <= 0:
+                continue
+            cost = inputs.bw_input_s[i][ks[nxt]] - inputs.bw_input_s[i][ks[c]]
+            key = (-(saved / max(cost, 1e-15)), i, nxt)
+            if best is None or key < best:
+                best = key
+        return best
+
+    cap = inputs.cap_bytes
+    slot = {st: j for j, st in enumerate(stages)}
+    while True:
+        # the fullest point, then steps by what they save there until it fits (the other
+        # points are read again only then: they change with every step, the fullest rarely)
+        q, most_bytes = fullest()
+        if most_bytes <= cap:
+            break
+        counts = counts_of[q]
+        heap = [st for i, s in stage_of.items() if (st := step(i, counts[slot[s]])) is not None]
+        if not heap:
+            break  # nothing saves bytes at the fullest point: the rank cannot fit
+        heapq.heapify(heap)
+        while heap and point_bytes(q) > cap:
+            _, i, nxt = heapq.heappop(heap)
+            s = stage_of[i]
+            held_of[s] -= act[i][ks[current[i]]] - act[i][ks[nxt]]
+            current[i] = nxt
+            transient[s] = max(transient[s], act[i][0] - act[i][ks[nxt]])
+            following = step(i, counts[slot[s]])
+            if following is not None:
+                heapq.heappush(heap, following)
     return tuple((i, c) for i, c in current.items() if c)
 
 

@@ -23,6 +23,8 @@ class SearchTuning:
     - `config_share` (at least `config_min_s`): one configuration in the exact phase's first
       pass; `incumbent_cap` x that for the incumbent's configuration (its proof is needed
       whatever comes). Configurations cut short are solved again with all the time left.
+    - `settle_share`: of the first pass's cap, what each configuration no heuristic partition
+      fits gets before the first pass (its cheap phases: most have nothing that fits).
     - `improve_share`: of the time left, the improve pass (every configuration's hints and
       hill climb, lowest floor first).
     - `reserve_share` (at most `reserve_s`): kept before the limit for the work under way
@@ -52,6 +54,7 @@ class SearchTuning:
     config_min_s: float = 0.5
     incumbent_cap: float = 3.0
     improve_share: float = 0.25
+    settle_share: float = 0.05
     reserve_share: float = 0.1
     reserve_s: float = 0.1
     alternatives_share: float = 0.1
@@ -77,6 +80,7 @@ class SearchTuning:
             "sweep_share": self.sweep_share,
             "config_share": self.config_share,
             "improve_share": self.improve_share,
+            "settle_share": self.settle_share,
             "reserve_share": self.reserve_share,
             "alternatives_share": self.alternatives_share,
             "probe_share": self.probe_share,

@@ -63,6 +63,11 @@ def test_summary_counts_optimal_rows_and_checks_the_goals() -> None:
     assert not s["goals_met"]  # one request is not OPTIMAL
     assert summarize(rows[:2], Goals(median_s=0.5, max_s=3.0))["goals_met"]
     assert not summarize(rows[:2], Goals(median_s=0.3, max_s=3.0))["goals_met"]
+    # a proven gap within the goal's counts, a larger or unknown one does not
+    near = [*rows[:2], {"wall_s": 0.9, "status": "FEASIBLE", "gap": 0.004}]
+    assert summarize(near, Goals(median_s=1.0, max_s=5.0, gap=0.005))["within_gap"] == 3
+    assert summarize(near, Goals(median_s=1.0, max_s=5.0, gap=0.003))["within_gap"] == 2
+    assert not summarize(near, Goals(median_s=1.0, max_s=5.0))["goals_met"]
 
 
 def test_the_cases_are_valid_requests_and_the_filter_selects_by_name(tmp_path: Path) -> None:

@@ -13,7 +13,14 @@ import pytest
 from planner.cost import PartitionInputs
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains
-from planner.search.exact import Scored, SolveLimits, _children, branch_phase, solve_config
+from planner.search.exact import (
+    Scored,
+    SolveLimits,
+    _children,
+    branch_phase,
+    probe_phase,
+    solve_config,
+)
 from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path
@@ -60,6 +67,35 @@ def test_the_branch_phase_never_refutes_a_better_partition(seed: int) -> None:
         ]
         assert below
         assert all(inside(run_counts(inputs, part), hull) for part in below)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_floors_the_lp_phases_prove_never_exceed_the_optimum(seed: int) -> None:
+    """An unfinished probing or branching proves a lower bound of the configuration's optimum
+    (exact.lp_floor over its domains, over the nodes it left open): positive and at or below
+    the exhaustive optimum, whatever bound it ran against (above, at and below the optimum)."""
+    rng, inputs = mixed_case(15_000, seed)
+    best = exhaustive_config(inputs, modes=THREE).best
+    if best is None or inputs.pp < 2:
+        return
+    step = best.score.step_time_s
+    cuts = path_cuts(inputs, rng, random_partitions=3)
+    sched = schedule_of(inputs)
+    for factor in (1.05, 1.0, 0.999):
+        bound = step * factor
+        seeds = list(cuts)
+
+        def consider(part: Partition, seeds: list[PathCut] = seeds) -> Scored:
+            sc = Scored(part, score(inputs, part))
+            seeds.append(critical_path(sched, durations_of(sc.score))[1])
+            return sc
+
+        lp = CutLP(inputs, THREE, cuts=seeds)
+        probe = probe_phase(lp, lambda b=bound: b)  # type: ignore[misc]
+        branch = branch_phase(lp, seeds, lambda b=bound: b, consider, root=probe.domains)
+        for got in (probe, branch):
+            if not got.closed:
+                assert 0.0 < got.floor_s <= step * (1 + 1e-9), (factor, got.floor_s, step)
 
 
 def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:

@@ -289,7 +289,13 @@ def run_search(
                 )
                 if entry.result is not None and _unproven(entry):
                     _reopen(entry)
-        fresh = sorted(fresh, key=lambda e: (e.estimate_s, e.time_floor_s))
+        # Objective bubble: pp = 1 configurations first (no pipeline, no bubble), whose
+        # zero-bubble incumbent settles every pp > 1 one (bubble_closed).
+        bubble_first = request.objective == "bubble"
+        fresh = sorted(
+            fresh,
+            key=lambda e: (bubble_first and e.config.pp > 1, e.estimate_s, e.time_floor_s),
+        )
         # Settle pass: configurations no heuristic partition fits come last by estimate, and
         # most have nothing that fits (their LP with the memory rows is infeasible: settled in
         # one solve); unvisited, they would hold the bound. Each gets the cheap phases (no

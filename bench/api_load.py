@@ -286,7 +286,10 @@ def worker_process(url: str) -> Iterator[bool]:
         yield False
         return
     argv = ["-c", "from api.cli import main; main()", "worker", "--concurrency", "1"]
-    proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=_env(url))
+    # the worker's own lines go to stderr: stdout is this bench's (--json) document
+    proc = subprocess.Popen(
+        [sys.executable, *argv], cwd=ROOT, env=_env(url), stdout=sys.stderr.fileno()
+    )
     try:
         time.sleep(2.0)
         if proc.poll() is not None:

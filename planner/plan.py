@@ -8,7 +8,14 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from planner.specs.base import RECOMPUTE_MODES, CpComm, Frozen, RecomputeMode, ScheduleName
+from planner.specs.base import (
+    RECOMPUTE_MODES,
+    CpComm,
+    Frozen,
+    RecomputeMode,
+    ScheduleName,
+    check_expert_grid,
+)
 from planner.specs.model import ModelArch
 from planner.specs.request import Candidate, PlanRequest, StageSpec
 
@@ -211,13 +218,7 @@ class Plan(Frozen):
         `initialize_model_parallel`: the expert grid etp x ep x edp x pp tiles the world the
         attention grid tp x cp x dp x pp does; megatron/core/transformer/moe/moe_layer.py:
         num_experts % ep == 0)."""
-        dense = self.tp * self.cp * self.dp
-        if dense % (self.etp * self.ep):
-            raise ValueError(
-                f"etp*ep = {self.etp}*{self.ep} = {self.etp * self.ep} must divide "
-                f"tp*cp*dp = {self.tp}*{self.cp}*{self.dp} = {dense} (the expert layers' "
-                f"etp*ep*edp uses the attention layers' GPUs)"
-            )
+        check_expert_grid(tp=self.tp, cp=self.cp, dp=self.dp, ep=self.ep, etp=self.etp)
         moe = self.arch.moe if self.arch is not None else None
         if moe is None and (self.ep > 1 or self.etp > 1):
             what = "no arch" if self.arch is None else f"arch {self.arch.display_name} has no moe"

@@ -58,3 +58,17 @@ class ModeValues(Frozen):
     def get(self, mode: RecomputeMode) -> float:
         value: float = getattr(self, mode)
         return value
+
+
+def check_expert_grid(*, tp: int, cp: int, dp: int, ep: int, etp: int) -> None:
+    """Megatron-Core's folding rule (docs/moe.md): the expert layers' etp x ep x edp grid uses
+    the attention layers' tp x cp x dp GPUs, so etp * ep must divide tp * cp * dp.
+
+    Raises ValueError with the numbers otherwise.
+    """
+    dense = tp * cp * dp
+    if dense % (etp * ep):
+        raise ValueError(
+            f"etp*ep = {etp}*{ep} = {etp * ep} must divide tp*cp*dp = {tp}*{cp}*{dp} = "
+            f"{dense} (the expert layers' etp*ep*edp uses the attention layers' GPUs)"
+        )

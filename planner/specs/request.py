@@ -15,7 +15,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from planner.catalog.efficiency import Efficiency
-from planner.specs.base import SCHEDULES, CpComm, Framework, Frozen, RecomputeMode, ScheduleName
+from planner.specs.base import (
+    SCHEDULES,
+    CpComm,
+    Framework,
+    Frozen,
+    RecomputeMode,
+    ScheduleName,
+    check_expert_grid,
+)
 from planner.specs.cluster import ClusterSpec
 from planner.specs.limits import BOUNDS as B
 from planner.specs.limits import TEXT
@@ -325,13 +333,7 @@ class Candidate(Frozen):
             )
         if self.sequence_parallel and self.tp == 1:
             raise ValueError(f"sequence_parallel=True needs tp > 1, got tp={self.tp}")
-        dense = self.tp * self.cp * self.dp
-        if dense % (self.etp * self.ep):
-            raise ValueError(
-                f"etp*ep = {self.etp}*{self.ep} = {self.etp * self.ep} must divide "
-                f"tp*cp*dp = {self.tp}*{self.cp}*{self.dp} = {dense} (the expert layers' "
-                f"etp*ep*edp uses the attention layers' GPUs)"
-            )
+        check_expert_grid(tp=self.tp, cp=self.cp, dp=self.dp, ep=self.ep, etp=self.etp)
         if self.zero_stage >= 2 and self.pp > 1:
             raise ValueError(
                 f"zero_stage={self.zero_stage} needs pp=1 (gradients and parameters are "

@@ -58,7 +58,7 @@ from planner.errors import InfeasibleError, SpecError
 from planner.plan import Prediction
 from planner.search import search
 from planner.specs import Candidate, ClusterSpec, ModelArch, PlanRequest, TrainingSpec
-from planner.specs.base import RecomputeMode
+from planner.specs.base import RecomputeMode, ScheduleName
 
 GIB = 1024**3
 REPO = Path(__file__).resolve().parents[1]
@@ -238,6 +238,23 @@ def feasibility(
     return [_row(case["name"], req, pred, c, model_tflops_per_gpu=tflops)]
 
 
+def _published_moe(
+    case: dict[str, Any], *, vpp: int, schedule: ScheduleName, zero_stage: int
+) -> Candidate:
+    """A published MoE configuration (tp, ep, pp from the case; dp the rest of the GPUs)."""
+    cfg = case["config"]
+    tp, pp = cfg["tp"], cfg["pp"]
+    return Candidate(
+        tp=tp,
+        ep=cfg["ep"],
+        pp=pp,
+        dp=case["num_gpus"] // (tp * pp),
+        vpp=vpp,
+        schedule=schedule,
+        zero_stage=zero_stage,
+    )
+
+
 def rows(cases_path: str | Path = DEFAULT_CASES) -> list[dict[str, Any]]:
     doc = load(cases_path)
     out: list[dict[str, Any]] = []
@@ -249,30 +266,10 @@ def rows(cases_path: str | Path = DEFAULT_CASES) -> list[dict[str, Any]]:
         elif name.startswith("torchtitan"):
             out += torchtitan(doc, case)
         elif name.startswith("mixtral"):
-            pp, tp = cfg["pp"], cfg["tp"]
-            dp = case["num_gpus"] // (tp * pp)
-            c = Candidate(
-                tp=tp,
-                ep=cfg["ep"],
-                pp=pp,
-                dp=dp,
-                vpp=cfg["vpp"],
-                schedule="interleaved-1f1b",
-                zero_stage=1,
-            )
+            c = _published_moe(case, vpp=cfg["vpp"], schedule="interleaved-1f1b", zero_stage=1)
             out += feasibility(doc, case, c, case["global_batch_size"])
         elif name.startswith("deepseek"):
-            pp, tp = cfg["pp"], cfg["tp"]
-            dp = case["num_gpus"] // (tp * pp)
-            c = Candidate(
-                tp=tp,
-                ep=cfg["ep"],
-                pp=pp,
-                dp=dp,
-                vpp=2,
-                schedule="zbv",
-                zero_stage=cfg["zero_stage"],
-            )
+            c = _published_moe(case, vpp=2, schedule="zbv", zero_stage=cfg["zero_stage"])
             out += feasibility(doc, case, c, 15360)
     return out
 

@@ -28,8 +28,12 @@ Rows (the case file's names):
   the model FLOPs of planner.cost (the attention core over the full s x s, Narayanan 2021)
   and with the causal half of the core left out (the work a causal kernel does).
 - `torchtitan-llama3.1-8b-cp-scaling`: 8 H100s, CP 1/2/4/8 at 32K/64K/128K/256K, FSDP
-  (ZeRO-3) over the 8 / cp other ranks, local batch 1 (global batch 8 / cp), K/V rotated by
-  all-gather (torch's context_parallel default rotate method); tokens/s per GPU.
+  (ZeRO-3) over the 8 / cp other ranks, local batch 1 (global batch 8 / cp), full
+  activation checkpointing (torchtitan's Table 2), K/V rotated by all-gather (torchtitan's
+  default rotate method); tokens/s per GPU. The request names framework torchtitan, so the
+  cost model runs torch's ring (planner.catalog.ring_attention.TORCH_CONTEXT_PARALLEL).
+  Beside it, `torchtitan-llama3.1-405b-table6@cpN`: the same benchmark's 4D table (not in
+  the case file; TORCHTITAN_405B_TABLE6 below).
 - `mixtral-8x7b-64gpus`: TP1 EP8 PP4 VP8, global batch 256, sequence 4,096, 64 H100s
   (dp 16, edp 2): feasible on 80 GB.
 - `deepseek-v3-2048gpus`: PP16 EP64 ZeRO-1, no TP, 2,048 GPUs (dp 128, edp 2), sequence
@@ -57,8 +61,15 @@ from planner.cost import evaluate
 from planner.errors import InfeasibleError, SpecError
 from planner.plan import Prediction
 from planner.search import search
-from planner.specs import Candidate, ClusterSpec, ModelArch, PlanRequest, TrainingSpec
-from planner.specs.base import RecomputeMode, ScheduleName
+from planner.specs import (
+    Candidate,
+    ClusterSpec,
+    Constraints,
+    ModelArch,
+    PlanRequest,
+    TrainingSpec,
+)
+from planner.specs.base import Framework, RecomputeMode, ScheduleName
 
 GIB = 1024**3
 REPO = Path(__file__).resolve().parents[1]
@@ -106,7 +117,13 @@ def moe_arch(name: str, m: dict[str, Any]) -> ModelArch:
 
 
 def request(
-    arch: ModelArch, case: dict[str, Any], *, num_gpus: int, gbs: int, seq: int
+    arch: ModelArch,
+    case: dict[str, Any],
+    *,
+    num_gpus: int,
+    gbs: int,
+    seq: int,
+    framework: Framework | None = None,
 ) -> PlanRequest:
     return PlanRequest(
         model=arch,
@@ -114,6 +131,7 @@ def request(
             gpu=case["gpu"], num_gpus=num_gpus, gpus_per_node=case["gpus_per_node"]
         ),
         training=TrainingSpec(global_batch_size=gbs, seq_length=seq, dtype="bf16"),
+        constraints=Constraints(framework=framework),
     )
 
 
@@ -206,7 +224,7 @@ def torchtitan(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any]
     for point in case["points"]:
         cp, seq = point["cp"], point["seq_length"]
         dp = n // cp
-        req = request(arch, case, num_gpus=n, gbs=dp, seq=seq)
+        req = request(arch, case, num_gpus=n, gbs=dp, seq=seq, framework="torchtitan")
         base = Candidate(cp=cp, cp_comm="all_gather", dp=dp, zero_stage=3)
         c, pred = least_recompute(req, base)
         per_gpu = pred.tokens_per_s / n
@@ -217,6 +235,54 @@ def torchtitan(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any]
                 req,
                 pred,
                 c,
+                published_tokens_per_s_per_gpu=published,
+                predicted_tokens_per_s_per_gpu=round(per_gpu, 1),
+                error=round((per_gpu - published) / published, 4),
+            )
+        )
+    return out
+
+
+# torchtitan's 4D table (benchmarks/llama3_h100_202412_torchtitan.md, Table 6, in the
+# torchtitan repository; not in the case file): Llama 3.1 405B on 512 of the same H100s, TP 8,
+# PP 8 (1F1B), FSDP x CP = 8, local batch 8, full activation checkpointing; TPS per GPU.
+TORCHTITAN_405B_TABLE6: tuple[tuple[int, int, float], ...] = (
+    (1, 32768, 76.0),
+    (2, 65536, 47.0),
+    (4, 131072, 31.0),
+    (8, 262144, 16.0),
+)
+
+
+def torchtitan_405b(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Table 6's points (TORCHTITAN_405B_TABLE6): torchtitan's pipeline microbatches default
+    to the pipeline degree, so 8 micro-batches of 1 sequence per pipeline; FSDP is costed as
+    ZeRO-1 (planner.cost refuses ZeRO-3 with pp > 1); sequence parallel with TP."""
+    arch = dense_arch("llama3-405b", doc["models"]["llama3-405b"])
+    case = {"gpu": "H100-SXM-80GB", "gpus_per_node": 8}
+    out = []
+    for cp, seq, published in TORCHTITAN_405B_TABLE6:
+        dp = 8 // cp
+        req = request(arch, case, num_gpus=512, gbs=8 * dp, seq=seq, framework="torchtitan")
+        base = Candidate(
+            tp=8,
+            pp=8,
+            cp=cp,
+            dp=dp,
+            cp_comm="all_gather",
+            schedule="1f1b",
+            zero_stage=1,
+            sequence_parallel=True,
+            recompute="full",
+        )
+        pred = evaluate(req, base)
+        per_gpu = pred.tokens_per_s / 512
+        out.append(
+            _row(
+                f"torchtitan-llama3.1-405b-table6@cp{cp}",
+                req,
+                pred,
+                base,
                 published_tokens_per_s_per_gpu=published,
                 predicted_tokens_per_s_per_gpu=round(per_gpu, 1),
                 error=round((per_gpu - published) / published, 4),
@@ -265,6 +331,7 @@ def rows(cases_path: str | Path = DEFAULT_CASES) -> list[dict[str, Any]]:
             out += llama3_405b(doc, case)
         elif name.startswith("torchtitan"):
             out += torchtitan(doc, case)
+            out += torchtitan_405b(doc)
         elif name.startswith("mixtral"):
             c = _published_moe(case, vpp=cfg["vpp"], schedule="interleaved-1f1b", zero_stage=1)
             out += feasibility(doc, case, c, case["global_batch_size"])

@@ -16,7 +16,13 @@ from dataclasses import replace
 
 from planner.catalog.efficiency import Efficiency
 from planner.catalog.hardware import GpuSpec
-from planner.catalog.layer_work import LayerWork, Shape, decoder_flops, decoder_work
+from planner.catalog.layer_work import (
+    LayerWork,
+    Shape,
+    cp_gather_times,
+    decoder_flops,
+    decoder_work,
+)
 from planner.catalog.moe import attention_matrix_params, mlp_params
 from planner.catalog.moe_work import (
     DEFAULT_ROUTING,
@@ -164,7 +170,8 @@ def general_decoder_cost(
     params, expert = _params(arch, lx, es)
     attention = next(p for p in work.parts if p.kind == "attention")
     cp = lx.c > 1
-    kv_bytes = lx.tokens * lx.kv * (lx.head_dim + lx.value_dim) * lx.d / lx.t if cp else 0.0
+    kv_bytes = lx.cp_kv_bytes
+    gather = cp_gather_times(lx, gpu, eff) if cp else (0.0, 0.0)
     return LayerCost(
         fw_s=work.fw_s,
         bw_input_s=work.bw_input_s,
@@ -180,6 +187,8 @@ def general_decoder_cost(
         cp_kv_bytes=kv_bytes,
         attention_fw_s=attention.fw_s if cp else 0.0,
         attention_bw_s=attention.bw_input_s if cp else 0.0,
+        cp_gather_fw_s=gather[0],
+        cp_gather_bw_s=gather[1],
         ep_dispatch_bytes=es.dispatch_bytes(lx.h, lx.d) if es is not None and ep > 1 else 0.0,
         etp_gather_bytes=es.gathered_bytes(lx.h, lx.d) if es is not None and etp > 1 else 0.0,
     )

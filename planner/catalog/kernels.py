@@ -93,7 +93,15 @@ def elementwise_s(num_bytes: float, gpu: GpuSpec, eff: Efficiency, *, kernels: i
     return eff.memory_s(num_bytes, gpu) + kernels * eff.kernel_overhead_s
 
 
-FLASH_BLOCK = 128  # query rows per thread block (FlashAttention-2, Dao 2023, §3.2)
+# FlashAttention-2's tiles for head size 128 on sm80 / sm90 (flash_fwd_launch_template.h,
+# run_mha_fwd_hdim128: Flash_fwd_kernel_traits<128, kBlockM 128, kBlockN 64>;
+# flash_bwd_launch_template.h, run_mha_bwd_hdim128 with >= 144 KB of shared memory:
+# Flash_bwd_kernel_traits<128, kBlockM 64, kBlockN 128>). The forward's thread blocks each own
+# FLASH_BLOCK query rows and loop over the keys FLASH_INNER_BLOCK at a time; the backward's own
+# FLASH_BLOCK keys and loop over the queries FLASH_INNER_BLOCK at a time (Dao 2023 §3.2: the
+# backward is parallel over the key blocks). A partial tile costs a whole one.
+FLASH_BLOCK = 128
+FLASH_INNER_BLOCK = 64
 FLASH_BACKWARD_RATIO = 2.5  # backward matmul work / forward: 5 matmuls vs 2 (Dao 2023, §3.1)
 
 
@@ -110,28 +118,36 @@ def flash_attention_s(
     queries: int | None = None,
     value_dim: int | None = None,
     kernels: int = 1,
+    band: bool = False,
 ) -> float:
     """One fused attention kernel (FlashAttention-2, Dao 2023) over `batch_heads` heads.
 
     `seq` is the keys each query attends; `queries` (default `seq`) the query rows, so a
     context-parallel rank's s / cp queries over all s keys are `queries=s/cp, seq=s`;
-    `value_dim` (default `head_dim`) the value head size (MLA: 128 against 192), a query
-    block then doing 2 * FLASH_BLOCK * seq * (head_dim + value_dim) FLOPs; `kernels` the
-    launches the work is split into (a ring of cp steps), each paying kernel_overhead_s.
+    `value_dim` (default `head_dim`) the value head size (MLA: 128 against 192), a block
+    then doing 2 * FLASH_BLOCK * n * (head_dim + value_dim) FLOPs; `kernels` the launches the
+    work is split into, each paying kernel_overhead_s; `band`: each query attends its own
+    `seq` keys (a sliding window), so the backward has as many key blocks as the forward has
+    query blocks, each over `seq` queries.
 
     The kernel sustains the calibrated GEMM fraction of the peak, at most the GPU's
     `flash_attention_fraction` (planner.catalog.hardware: FlashAttention-2 on Hopper).
-    Work is parallel over batch x heads x query blocks of FLASH_BLOCK rows (§3.2); a query
-    block does 4 * FLASH_BLOCK * seq * head_dim FLOPs forward (Q K^T and P V), half of it
-    with a causal mask (blocks above the diagonal are skipped), 2.5 x that backward. Waves and
-    the HBM roofline as for a GEMM; Q, K, V and O (and their gradients backward) cross HBM once.
+    Forward: parallel over batch x heads x query blocks of FLASH_BLOCK rows, each doing
+    4 * FLASH_BLOCK * n * head_dim FLOPs (Q K^T and P V) over the n keys rounded up to
+    FLASH_INNER_BLOCK; backward: parallel over key blocks of FLASH_BLOCK, each over the
+    queries rounded up to FLASH_INNER_BLOCK, 2.5 x the work; half of it with a causal mask
+    (blocks above the diagonal are skipped). Waves and the HBM roofline as for a GEMM; Q, K,
+    V and O (and their gradients backward) cross HBM once.
     """
     rows = seq if queries is None else queries
-    blocks = batch_heads * math.ceil(rows / FLASH_BLOCK)
+    outer, inner = (seq, rows) if backward and not band else (rows, seq)
+    blocks = batch_heads * math.ceil(outer / FLASH_BLOCK)
+    n = math.ceil(inner / FLASH_INNER_BLOCK) * FLASH_INNER_BLOCK
+    half = 0.5 if causal else 1.0
     if value_dim is None:
-        per_block = 4.0 * FLASH_BLOCK * seq * head_dim * (0.5 if causal else 1.0)
+        per_block = 4.0 * FLASH_BLOCK * n * head_dim * half
     else:
-        per_block = 2.0 * FLASH_BLOCK * seq * (head_dim + value_dim) * (0.5 if causal else 1.0)
+        per_block = 2.0 * FLASH_BLOCK * n * (head_dim + value_dim) * half
     factor = FLASH_BACKWARD_RATIO if backward else 1.0
     fraction = eff.matmul_fraction
     if gpu.flash_attention_fraction is not None:

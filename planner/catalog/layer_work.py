@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from planner.catalog.efficiency import Efficiency
 from planner.catalog.hardware import GpuSpec
 from planner.catalog.kernels import Gemm, elementwise_s, flash_attention_s, gemm_s
+from planner.catalog.ring_attention import MEGATRON_CORE, RingAttention
 
 GEMM_KINDS = ("gemm.qkv", "gemm.attn_out", "gemm.mlp_in", "gemm.mlp_out", "gemm.lm_head")
 PART_KINDS = (*GEMM_KINDS, "attention", "elementwise")
@@ -64,6 +65,7 @@ class Shape:
     dv: int = 0  # value head size (0: the query-key one)
     window: int = 0  # keys a sliding-window layer's query attends (0: a full layer)
     attn_weights: int = 0  # attention projection weights when not q, k, v, o (MLA), else 0
+    ring: RingAttention = MEGATRON_CORE  # the framework's context-parallel implementation
 
     @property
     def r(self) -> float:
@@ -105,6 +107,20 @@ class Shape:
     def keys(self) -> int:
         """Keys a query of this layer attends: s, or the window of a sliding layer."""
         return min(self.s, self.window) if self.window else self.s
+
+    @property
+    def exchanged_kv_heads(self) -> int:
+        """K / V heads a context-parallel ring moves (per tp rank: / t): the kv heads, or
+        every query head where the framework repeats K and V first (RingAttention)."""
+        return self.a if self.ring.exchange_all_heads else self.kv
+
+    @property
+    def cp_kv_bytes(self) -> float:
+        """Bytes of the K and V one cp rank holds and a ring step sends (per tp rank)."""
+        if self.c <= 1:
+            return 0.0
+        width = self.exchanged_kv_heads * (self.head_dim + self.value_dim)
+        return self.tokens * width * self.d / self.t
 
     @property
     def standard_heads(self) -> bool:
@@ -275,26 +291,30 @@ def decoder_work(
         bw += elementwise_s(2.0 * core_elem, gpu, eff, kernels=kernels)
         parts.append(Part("attention", fw, bw, 0.0, selective=True))
     else:
-        # Context parallel (balanced chunks): the rank's s / cp queries attend causally over
-        # all s keys, in cp kernels (one per ring step); a sliding layer's queries attend
-        # their window, a band without the causal half.
-        general = not x.standard_heads or x.c > 1
-        fw, bw = (
-            flash_attention_s(
-                seq=x.keys,
-                head_dim=x.head_dim,
-                batch_heads=heads,
-                causal=x.keys == x.s,
-                backward=backward,
-                gpu=gpu,
-                eff=eff,
-                element_bytes=d,
-                queries=x.sl if general else None,
-                value_dim=x.value_dim if general else None,
-                kernels=x.c,
+        # Context parallel over full-attention layers: the ring's cp steps, each its own
+        # kernel (planner.catalog.ring_attention); a sliding layer's queries attend their
+        # window, a band without the causal half, in cp kernels.
+        if x.c > 1 and x.window == 0:
+            fw, bw = (ring_attention_s(x, gpu, eff, backward=b) for b in (False, True))
+        else:
+            general = not x.standard_heads or x.c > 1
+            fw, bw = (
+                flash_attention_s(
+                    seq=x.keys,
+                    head_dim=x.head_dim,
+                    batch_heads=heads,
+                    causal=x.keys == x.s,
+                    backward=backward,
+                    gpu=gpu,
+                    eff=eff,
+                    element_bytes=d,
+                    queries=x.sl if general else None,
+                    value_dim=x.value_dim if general else None,
+                    kernels=x.c,
+                    band=x.keys < x.s,
+                )
+                for backward in (False, True)
             )
-            for backward in (False, True)
-        )
         # the fused kernel recomputes the scores itself: nothing for selective recompute
         parts.append(Part("attention", fw, bw, 0.0))
     kernels = _ELEMENTWISE_KERNELS[family]
@@ -307,6 +327,78 @@ def decoder_work(
         )
     )
     return LayerWork(tuple(parts))
+
+
+def ring_attention_s(x: Shape, gpu: GpuSpec, eff: Efficiency, *, backward: bool) -> float:
+    """The attention core of a context-parallel rank over one full-attention layer: the
+    ring's cp steps (planner.catalog.ring_attention), with c = s / (2 cp) tokens a chunk:
+    step 0 causal over the rank's 2c queries and keys, then cp - 1 unmasked steps of 2c
+    queries over c keys (ranks r >= i) or c queries over 2c keys (r < i); the ranks wait for
+    each other at the layer's exchange, so the slower of the two kinds of step counts. Each
+    step is its own flash kernel, quantized over its own query and key blocks, and adds the
+    framework's memory-bound merge (forward) or gradient accumulation (backward) kernels."""
+    c = x.sl // 2
+    heads = x.b * x.a // x.t
+
+    def kernel(queries: int, keys: int, causal: bool) -> float:
+        return flash_attention_s(
+            seq=keys,
+            queries=queries,
+            causal=causal,
+            head_dim=x.head_dim,
+            value_dim=x.value_dim,
+            batch_heads=heads,
+            backward=backward,
+            gpu=gpu,
+            eff=eff,
+            element_bytes=x.d,
+        )
+
+    first = kernel(2 * c, 2 * c, True)
+    step = max(kernel(2 * c, c, False), kernel(c, 2 * c, False))
+    ring = x.ring
+    out = float(x.b * 2 * c * x.a // x.t * x.value_dim)
+    kv = float(x.b * 2 * c * x.exchanged_kv_heads // x.t * x.head_dim)
+    if backward:
+        moved, kernels = ring.backward_accumulate(q_elements=out, kv_elements=kv, element_bytes=x.d)
+        merges = x.c
+    else:
+        moved, kernels = ring.forward_merge(out_elements=out, kv_elements=kv, element_bytes=x.d)
+        merges = ring.forward_merges(x.c)
+    merge = elementwise_s(moved, gpu, eff, kernels=kernels)
+    return first + (x.c - 1) * step + merges * merge
+
+
+def cp_gather_times(x: Shape, gpu: GpuSpec, eff: Efficiency) -> tuple[float, float]:
+    """(forward, backward) of a context-parallel layer's attention core in the all-gather
+    form (`gather_attention_s`) where the framework runs it (Megatron-Core's allgather on a
+    full-attention layer); else (0, 0): the core's own times either way."""
+    if x.c > 1 and x.window == 0 and not x.ring.gather_overlaps_first_step:
+        fw = gather_attention_s(x, gpu, eff, backward=False)
+        return fw, gather_attention_s(x, gpu, eff, backward=True)
+    return 0.0, 0.0
+
+
+def gather_attention_s(x: Shape, gpu: GpuSpec, eff: Efficiency, *, backward: bool) -> float:
+    """The attention core of a rank under Megatron-Core's all-gather (Transformer Engine
+    AttnFuncWithCPAndKVAllGather; Llama 3 §3.3.2): with K and V gathered, one causal kernel
+    per local query chunk over the keys it attends, chunk r over (r + 1) c and chunk
+    2cp - 1 - r over (2cp - r) c keys: together the rank's 2c queries over s keys with half
+    the pairs masked, in two launches."""
+    general = not x.standard_heads or x.c > 1
+    return flash_attention_s(
+        seq=x.keys,
+        head_dim=x.head_dim,
+        batch_heads=x.b * x.a // x.t,
+        causal=x.keys == x.s,
+        backward=backward,
+        gpu=gpu,
+        eff=eff,
+        element_bytes=x.d,
+        queries=x.sl if general else None,
+        value_dim=x.value_dim if general else None,
+        kernels=2,
+    )
 
 
 def head_work(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> LayerWork:

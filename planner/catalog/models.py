@@ -34,6 +34,7 @@ from planner.catalog.hardware import GpuSpec
 from planner.catalog.layer_work import (
     LayerWork,
     Shape,
+    cp_gather_times,
     decoder_flops,
     decoder_work,
     embedding_work,
@@ -41,6 +42,7 @@ from planner.catalog.layer_work import (
 )
 from planner.catalog.moe import attention_matrix_params, qk_v_head_dims
 from planner.catalog.moe_work import DEFAULT_ROUTING, RoutingTerms
+from planner.catalog.ring_attention import MEGATRON_CORE, RingAttention
 from planner.specs.base import DTYPE_BYTES, ModeValues
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost, LayerRef, ModelArch, ModelProfile, ProfilePoint
@@ -106,11 +108,12 @@ def _decoder_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> Layer
     fw_s = w.fw_s
     params = _decoder_params(x, family)
     # what the context-parallel exchange sends and overlaps (planner.cost.folded)
-    kv_bytes = attention_fw = attention_bw = 0.0
+    kv_bytes = attention_fw = attention_bw = gather_fw = gather_bw = 0.0
     if x.c > 1:
         attention = next(p for p in w.parts if p.kind == "attention")
-        kv_bytes = x.tokens * x.kv * 2 * x.head_dim * x.d / x.t
+        kv_bytes = x.cp_kv_bytes
         attention_fw, attention_bw = attention.fw_s, attention.bw_input_s
+        gather_fw, gather_bw = cp_gather_times(x, gpu, eff)
     return LayerCost(
         fw_s=fw_s,
         bw_input_s=w.bw_input_s,
@@ -128,6 +131,8 @@ def _decoder_cost(x: Shape, family: str, gpu: GpuSpec, eff: Efficiency) -> Layer
         cp_kv_bytes=kv_bytes,
         attention_fw_s=attention_fw,
         attention_bw_s=attention_bw,
+        cp_gather_fw_s=gather_fw,
+        cp_gather_bw_s=gather_bw,
     )
 
 
@@ -203,6 +208,7 @@ def _shape(
     tp: int,
     sequence_parallel: bool,
     cp: int = 1,
+    ring: RingAttention = MEGATRON_CORE,
 ) -> Shape:
     a = arch.num_attention_heads
     kv = a if arch.mla is not None else arch.kv_heads  # MLA: every head its own K and V
@@ -238,6 +244,7 @@ def _shape(
         dq=dq,
         dv=dv,
         attn_weights=weights,
+        ring=ring,
     )
 
 
@@ -255,10 +262,12 @@ def analytic_costs(
     etp: int = 1,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     routing: RoutingTerms = DEFAULT_ROUTING,
+    ring: RingAttention = MEGATRON_CORE,
 ) -> dict[str, LayerCost]:
     """Costs of each layer kind of `arch` (`embedding`, the decoder kinds of `decoder_kind`,
     `head`) on one rank: tp shards, the rank's s / cp tokens, and for MoE layers its
-    E / ep experts sharded over etp (planner.catalog.moe_work).
+    E / ep experts sharded over etp (planner.catalog.moe_work); `ring` the framework's
+    context-parallel attention (planner.catalog.ring_attention).
 
     Times exclude communication (the cost model adds TP, CP and EP from the bytes on the
     links the groups sit on). Raises ValueError if tp does not divide the heads and kv
@@ -272,6 +281,7 @@ def analytic_costs(
         tp=tp,
         sequence_parallel=sequence_parallel,
         cp=cp,
+        ring=ring,
     )
     fam = arch.family
     out = {EMBEDDING: _embedding_cost(x, fam, gpu, efficiency)}
@@ -302,6 +312,7 @@ def analytic_work(
     etp: int = 1,
     efficiency: Efficiency = DEFAULT_EFFICIENCY,
     routing: RoutingTerms = DEFAULT_ROUTING,
+    ring: RingAttention = MEGATRON_CORE,
 ) -> dict[str, LayerWork]:
     """The named parts (GEMMs by kind, attention, element-wise) behind `analytic_costs`'
     times, per layer kind: what bench/cost_breakdown.py shows."""
@@ -313,6 +324,7 @@ def analytic_work(
         tp=tp,
         sequence_parallel=sequence_parallel,
         cp=cp,
+        ring=ring,
     )
     fam = arch.family
     out = {EMBEDDING: embedding_work(x, fam, gpu, efficiency)}

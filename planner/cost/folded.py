@@ -15,7 +15,16 @@ Context parallelism, per attention layer and micro-batch, S = the K and V a rank
       backward (cp - 1) x max(0, p2p(2S) - attention_bw / cp)   (K, V and dK, dV travel)
 - `all_gather` (Llama 3, Dubey et al. 2024 §3.3.2: K and V all-gathered, then the local
   queries' attention): forward all_gather(cp S) before the core, not overlapped; backward
-  the all-gather again and the reduce-scatter of dK, dV: twice that.
+  the all-gather again and the reduce-scatter of dK, dV: twice that. Its core is two kernels
+  over the gathered keys (LayerCost.cp_gather_fw_s / cp_gather_bw_s) instead of the ring's
+  steps in the layer's times: the difference is added here.
+- torch's ring (torchtitan; planner.catalog.ring_attention.TORCH_CONTEXT_PARALLEL): the
+  all-gather is issued before step 0's kernel and waited after it, so the forward shows
+  max(0, all_gather(cp S) - attention_fw / cp) and the backward's own all-gather
+  max(0, all_gather(cp S) - attention_bw / cp); dK, dV (fp32: g S, g = 2) go round by an
+  all-to-all permutation after each of the cp backward steps, each hidden by the next step's
+  kernel but the last: (cp - 1) x max(0, p2p(g S) - attention_bw / cp) + p2p(g S). With its
+  all-to-all rotation (`p2p` here) K, V travel each step as in the ring above, beside dK, dV.
 Expert parallelism, per MoE layer and micro-batch, D = the bytes the busiest rank moves
 (LayerCost.ep_dispatch_bytes: its token copies x the load imbalance): dispatch and combine
 all-to-alls in the forward and their reverses in the backward (Megatron-Core's alltoall
@@ -30,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from planner.catalog.ring_attention import MEGATRON_CORE, RingAttention
 from planner.cost.comm import (
     Link,
     all_gather_s,
@@ -62,10 +72,16 @@ class FoldedLinks:
     etp_link: Link
     dense_grad: Link  # dp x cp
     expert_grad: Link  # edp
+    ring: RingAttention = MEGATRON_CORE  # the framework's cp implementation
 
 
 def folded_links(
-    cluster: ClusterSpec, c: Candidate, *, achieved: float, experts: bool
+    cluster: ClusterSpec,
+    c: Candidate,
+    *,
+    achieved: float,
+    experts: bool,
+    ring: RingAttention = MEGATRON_CORE,
 ) -> FoldedLinks:
     """The links of `c`'s groups (module docstring), each at `achieved` of its bandwidth.
     `experts`: whether the model has routed experts (their gradient group is edp). Without
@@ -88,6 +104,7 @@ def folded_links(
         etp_link=strided_link(cluster, stride=1, size=c.etp).achieved(achieved),
         dense_grad=dense,
         expert_grad=strided_link(cluster, stride=c.etp * c.ep, size=c.edp).achieved(achieved),
+        ring=ring,
     )
 
 
@@ -96,12 +113,36 @@ def cp_times(cost: LayerCost, links: FoldedLinks) -> tuple[float, float]:
     cp, kv = links.cp, cost.cp_kv_bytes
     if cp <= 1 or kv <= 0:
         return 0.0, 0.0
+    if links.ring.gather_overlaps_first_step:
+        return _torch_cp_times(cost, links)
     if links.cp_comm == "all_gather":
+        # the gather's core runs two kernels, not the ring's cp steps (the layer's times
+        # carry the ring's): the difference goes with the exchange
         fw = all_gather_s(cp * kv, group=cp, link=links.cp_gather)
-        return fw, 2.0 * fw
+        core_fw = core_bw = 0.0
+        if cost.cp_gather_fw_s > 0:  # 0: the gather's core is the layer's own
+            core_fw = cost.cp_gather_fw_s - cost.attention_fw_s
+            core_bw = cost.cp_gather_bw_s - cost.attention_bw_s
+        return fw + core_fw, 2.0 * fw + core_bw
     steps = cp - 1
     fw = steps * max(0.0, p2p_s(kv, link=links.cp_ring) - cost.attention_fw_s / cp)
     bw = steps * max(0.0, p2p_s(2.0 * kv, link=links.cp_ring) - cost.attention_bw_s / cp)
+    return fw, bw
+
+
+def _torch_cp_times(cost: LayerCost, links: FoldedLinks) -> tuple[float, float]:
+    """torch's ring (module docstring): what its kernels do not hide."""
+    cp, kv = links.cp, cost.cp_kv_bytes
+    step_fw, step_bw = cost.attention_fw_s / cp, cost.attention_bw_s / cp
+    grad = p2p_s(links.ring.grad_bytes_factor * kv, link=links.cp_ring)
+    if links.cp_comm == "all_gather":
+        gather = all_gather_s(cp * kv, group=cp, link=links.cp_gather)
+        fw = max(0.0, gather - step_fw)
+        bw = max(0.0, gather - step_bw) + (cp - 1) * max(0.0, grad - step_bw) + grad
+        return fw, bw
+    send = p2p_s(kv, link=links.cp_ring)
+    fw = (cp - 1) * max(0.0, send - step_fw)
+    bw = (cp - 1) * max(0.0, send + grad - step_bw) + grad
     return fw, bw
 
 
@@ -128,11 +169,16 @@ def folded_buffer_bytes(costs: Sequence[LayerCost], links: FoldedLinks) -> float
     layer exchanges at a time): the all-to-all's send and receive buffers, 2 D (Megatron-Core's
     alltoall dispatcher permutes into one and receives into the other); the ring's two K/V
     buffers (the step's and the next's, 2 S), or the all-gathered K and V (cp S) and their
-    gradients in the backward (2 cp S in all)."""
+    gradients in the backward (2 cp S in all). torch's ring (fp32 partials) adds its fp32
+    tensors: the running output and dQ (S each where, as in torchtitan, K and V are repeated
+    to every head so a head's Q, K, V and O are the same size), dK and dV (2 S) and the fp32
+    dK, dV in flight, sent and received (4 S)."""
     total = 0.0
     if links.ep > 1:
         total += 2.0 * max((c.ep_dispatch_bytes for c in costs), default=0.0)
     if links.cp > 1:
         kv = max((c.cp_kv_bytes for c in costs), default=0.0)
         total += (2.0 * links.cp if links.cp_comm == "all_gather" else 2.0) * kv
+        if links.ring.fp32_partials:
+            total += 8.0 * kv
     return total

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.catalog.models import analytic_costs, layer_refs
 from planner.catalog.moe_work import DEFAULT_ROUTING, RoutingTerms
+from planner.catalog.ring_attention import ring_attention_for
 from planner.errors import SpecError
 from planner.specs.model import NO_OVERHEAD, ActionOverhead, LayerCost, LayerRef, ModelArch
 from planner.specs.request import PlanRequest
@@ -158,6 +159,8 @@ def resolve_costs(
         arch = request.model
         gpu = request.cluster.device
         training = request.training
+        # the context-parallel attention the request's framework runs (torchtitan: torch's)
+        ring = ring_attention_for(request.constraints.framework)
 
         def from_arch(key: _Key) -> dict[str, LayerCost]:
             mbs, tp, sp, cp, ep, etp = key
@@ -174,6 +177,7 @@ def resolve_costs(
                 etp=etp,
                 efficiency=eff,
                 routing=routing,
+                ring=ring,
             )
 
         return CostSource(

@@ -13,9 +13,11 @@ form is `YYYY.MM.N`: the date of the change and a counter within that month.
 
 from __future__ import annotations
 
-COST_MODEL_VERSION = "2026.12.3"
+COST_MODEL_VERSION = "2026.12.4"
 """Shape-aware GEMMs (tile and wave quantization, HBM roofline, per-kernel cost), alpha-beta
 collectives, the four calibrated constants fitted on Megatron-LM Table 1, per-rank memory over
 the simulated timeline (issue #17 §1 and §3); context and expert parallelism and MoE, MLA,
 head_dim and sliding-window layers (issue #19); FlashAttention-2 capped at its Hopper
-utilisation (planner.catalog.hardware); ZeRO-2 and ZeRO-3 traffic per micro-batch."""
+utilisation (planner.catalog.hardware); ZeRO-2 and ZeRO-3 traffic per micro-batch; the
+context-parallel ring as cp flash kernels with FlashAttention-2's own tiles, and torch's ring
+(torchtitan) as its own implementation (planner.catalog.ring_attention)."""

@@ -360,6 +360,22 @@ class LayerCost(Frozen):
         exclude_if=_is_zero,
         description="the attention core's share of bw_input_s",
     )
+    cp_gather_fw_s: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_s,
+        exclude_if=_is_zero,
+        description="the attention core's forward when K and V are all-gathered first "
+        "(Megatron-Core's allgather: two kernels, no ring steps) instead of attention_fw_s; "
+        "0: the same as attention_fw_s",
+    )
+    cp_gather_bw_s: float = Field(
+        default=0,
+        ge=0,
+        le=B.measured_s,
+        exclude_if=_is_zero,
+        description="the same for the core's backward, instead of attention_bw_s",
+    )
     ep_dispatch_bytes: float = Field(
         default=0,
         ge=0,
@@ -407,6 +423,8 @@ class LayerCost(Frozen):
                 "split_bw_weight_s": opt(self.split_bw_weight_s),
                 "attention_fw_s": self.attention_fw_s * k,
                 "attention_bw_s": self.attention_bw_s * k,
+                "cp_gather_fw_s": self.cp_gather_fw_s * k,
+                "cp_gather_bw_s": self.cp_gather_bw_s * k,
             }
         )
 

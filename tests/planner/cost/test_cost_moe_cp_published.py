@@ -43,11 +43,22 @@ def test_torchtitan_tokens_per_gpu_fall_as_cp_and_the_sequence_grow(
     table: dict[str, dict[str, Any]],
 ) -> None:
     """The direction of torchtitan's CP scaling (each point doubles cp and the sequence: the
-    same tokens per GPU, more attention each); cp 1 and 2 within 20 %, cp 2's fall from cp 1
-    within 5 %; cp 4 and 8 are not met (docs/cost-model.md §8)."""
+    same tokens per GPU, more attention each); cp 1 within 20 % and cp 2 within the issue's
+    15 %, cp 2's fall from cp 1 within 5 %; cp 4 and 8 are not met (docs/cost-model.md §8)."""
     rates = [table[f"torchtitan-llama3.1-8b-cp-scaling@cp{cp}"] for cp in (1, 2, 4, 8)]
     tps = [r["predicted_tokens_per_s_per_gpu"] for r in rates]
     assert tps == sorted(tps, reverse=True) and tps[0] > 1.5 * tps[-1]
-    assert all(abs(r["error"]) <= 0.20 for r in rates[:2]), rates[:2]
+    assert abs(rates[0]["error"]) <= 0.20, rates[0]
+    assert abs(rates[1]["error"]) <= 0.15, rates[1]
     measured = [r["published_tokens_per_s_per_gpu"] for r in rates]
     assert tps[1] / tps[0] == pytest.approx(measured[1] / measured[0], rel=0.05)
+
+
+def test_torchtitan_405b_4d_points_fall_with_cp(table: dict[str, dict[str, Any]]) -> None:
+    """torchtitan's Table 6 (Llama 3.1 405B, TP 8 PP 8, FSDP x CP = 8 on 512 GPUs): the rate
+    falls at each doubling, and cp 1 and 2 are within 15 % (cp 4 and 8 are not met, as for
+    the 8B: docs/cost-model.md §8)."""
+    rates = [table[f"torchtitan-llama3.1-405b-table6@cp{cp}"] for cp in (1, 2, 4, 8)]
+    tps = [r["predicted_tokens_per_s_per_gpu"] for r in rates]
+    assert tps == sorted(tps, reverse=True)
+    assert all(abs(r["error"]) <= 0.15 for r in rates[:2]), rates[:2]

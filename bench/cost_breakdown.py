@@ -6,7 +6,8 @@ The step is attributed on the *critical* pipeline rank (the one with the most bu
     step = busy(rank) + idle(rank) + post
     busy = m x sum over the rank's stages of (forward + backward) per micro-batch
          = GEMMs by kind + attention + element-wise (forward, backward, recompute)
-           + TP collectives + the runtime's per-action overhead
+           + TP, CP and EP exchanges (what the layer times hold beyond compute)
+           + the runtime's per-action overhead
     idle = simulator makespan - busy: the pipeline bubble, including waits for p2p
     post = the largest per-rank DP gradient sync + optimizer step
 
@@ -27,7 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner.catalog.models import analytic_work
+from planner.catalog.models import analytic_work, layer_refs
+from planner.catalog.ring_attention import ring_attention_for
 from planner.cost import build_inputs, prediction_from_score, score_partition
 from planner.cost.partition import MODE_INDEX, SPLIT_BACKWARD
 from planner.cost.score import stage_modes
@@ -47,7 +49,9 @@ def breakdown(request: PlanRequest, candidate: Candidate) -> dict[str, Any]:
     m = inputs.num_microbatches
     arch = request.model if isinstance(request.model, ModelArch) else None
     work = None
+    kinds = tuple(name.split(".")[0] for name in inputs.layer_names)  # embedding, decoder, head
     if arch is not None:
+        kinds = tuple(ref.kind for ref in layer_refs(arch))  # and decoder_moe, decoder_sliding
         work = analytic_work(
             arch,
             gpu=request.cluster.device,
@@ -56,7 +60,11 @@ def breakdown(request: PlanRequest, candidate: Candidate) -> dict[str, Any]:
             micro_batch_size=c.micro_batch_size,
             tp=c.tp,
             sequence_parallel=c.sequence_parallel,
+            cp=c.cp,
+            ep=c.ep,
+            etp=c.etp,
             efficiency=eff,
+            ring=ring_attention_for(request.constraints.framework),
         )
     rows: dict[str, float] = defaultdict(float)
     split = c.schedule in SPLIT_BACKWARD
@@ -71,8 +79,8 @@ def breakdown(request: PlanRequest, candidate: Candidate) -> dict[str, Any]:
             k = MODE_INDEX[mode]
             compute = cost.fw_s + bw_i + bw_w + cost.recompute_s.get(mode)
             total = inputs.fw_s[layer] + inputs.bw_input_s[layer][k] + inputs.bw_weight_s[layer]
-            rows["TP collectives"] += m * (total - compute)
-            kind = inputs.layer_names[layer].split(".")[0]  # embedding, decoder.N, head
+            rows["TP, CP and EP exchanges"] += m * (total - compute)
+            kind = kinds[layer]
             measured_split = split and (bw_i, bw_w) != (cost.bw_input_s, cost.bw_weight_s)
             if work is None or measured_split:
                 rows["layers (profile)"] += m * compute

@@ -74,7 +74,7 @@ def test_the_script_runs_and_its_rows_sum_to_evaluates_step_time(tmp_path: Path)
     assert out["sum_of_rows_s"] == pytest.approx(step.step_time_s, rel=1e-9)
     rows = out["rows_s"]
     assert set(GEMM_KINDS) <= set(rows)
-    assert {"attention", "elementwise", "TP collectives", "bubble and waits"} <= set(rows)
+    assert {"attention", "elementwise", "TP, CP and EP exchanges", "bubble and waits"} <= set(rows)
     assert all(v >= 0 for v in rows.values()), rows
     # with 4-way tp on NVLink the GEMMs dominate the step
     assert sum(rows[k] for k in GEMM_KINDS) > 0.5 * step.step_time_s
@@ -97,3 +97,36 @@ def test_a_larger_micro_batch_trades_gemm_time_for_bubble() -> None:
     four = breakdown(req, Candidate.model_validate(dict(CANDIDATE, micro_batch_size=4)))
     assert four["rows_s"]["bubble and waits"] > one["rows_s"]["bubble and waits"]
     assert four["rows_s"]["gemm.qkv"] < one["rows_s"]["gemm.qkv"]
+
+
+@pytest.mark.parametrize("framework", [None, "torchtitan"])
+def test_context_parallel_rows_sum_to_the_step(framework: str | None) -> None:
+    """cp > 1: the parts are priced at the candidate's cp (s/cp tokens, ring steps) and with
+    the framework's ring, so they still add up to the step."""
+    doc = dict(LLAMA, cluster={"gpu": "H100-SXM-80GB", "num_gpus": 8})
+    doc["training"] = {"global_batch_size": 2, "seq_length": 131072}
+    doc["constraints"] = {"framework": framework}
+    cand = Candidate(cp=4, cp_comm="all_gather", dp=2, zero_stage=3, recompute="full")
+    out = breakdown(PlanRequest.model_validate(doc), cand)
+    assert out["sum_of_rows_s"] == pytest.approx(out["step_time_s"], rel=1e-9)
+    # at 128K the attention core is the largest compute part
+    rows = out["rows_s"]
+    assert rows["attention"] > max(rows[k] for k in GEMM_KINDS)
+
+
+def test_expert_layers_have_their_own_parts() -> None:
+    """An MoE model's decoder kind is decoder_moe: its expert GEMMs are named, and the
+    all-to-alls sit in the exchanges row, so the rows still sum to the step."""
+    doc = dict(LLAMA, cluster={"gpu": "H100-SXM-80GB", "num_gpus": 16})
+    doc["model"] = dict(
+        LLAMA["model"],
+        name="moe-8x",
+        num_layers=8,
+        moe={"num_experts": 8, "experts_per_token": 2, "moe_ffn_hidden_size": 14336},
+    )
+    cand = Candidate(tp=1, ep=8, pp=2, dp=8, micro_batch_size=1, recompute="full")
+    out = breakdown(PlanRequest.model_validate(doc), cand)
+    assert out["sum_of_rows_s"] == pytest.approx(out["step_time_s"], rel=1e-9)
+    rows = out["rows_s"]
+    assert rows["gemm.expert_in"] > rows["gemm.qkv"]
+    assert rows["TP, CP and EP exchanges"] > 0

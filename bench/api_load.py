@@ -12,7 +12,9 @@ service is kept saturated, and by Little's law the mean latency is clients / thr
 `--rate R` sends R requests a second in all instead (an open loop; latency counted from when
 each request was due): the latency at a given load. The API process's CPU per request (from
 /proc) is printed too: it bounds one process's throughput and depends less on the machine's
-other load than the latencies do. Plans are bulk-inserted with PostgreSQL's COPY
+other load than the latencies do; beside it, this process's (the clients') and PostgreSQL's
+(the backends of the bench's database) CPU per request, the rest of a round trip's cost on
+a machine that runs all three. Plans are bulk-inserted with PostgreSQL's COPY
 (synthetic rows built from real cost-model predictions), not solved. The database is created
 and dropped by this script. The rate limit is off in the API process (the bench measures the
 service, not the limiter).
@@ -125,6 +127,8 @@ class Phase:
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     server_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+    database_cpu_s: float = 0.0
 
     def report(self) -> dict[str, Any]:
         n = len(self.latencies_s)
@@ -135,6 +139,11 @@ class Phase:
             # the API process's CPU per request: what bounds one process's throughput
             # (1 / this), and less sensitive to the machine's other load than latency
             "server_cpu_ms": self.server_cpu_s / n * 1e3 if n else 0.0,
+            # the load generator's own CPU (this process) and PostgreSQL's (the backends
+            # serving this database, the API's and the worker's), per request: the rest of
+            # the round trip's cost on this machine
+            "client_cpu_ms": self.client_cpu_s / n * 1e3 if n else 0.0,
+            "database_cpu_ms": self.database_cpu_s / n * 1e3 if n else 0.0,
             "errors": len(self.errors),
             "first_errors": self.errors[:5],
         }
@@ -146,6 +155,7 @@ def run_phase(
     make: Callable[[int], tuple[str, str, dict[str, Any] | None]],
     server_pid: int = 0,
     rate: float = 0.0,
+    database: str | None = None,
 ) -> Phase:
     """`requests` requests, `make(i)` -> (method, path, body), spread over the clients.
     rate 0: each client sends its next request as soon as the last is answered (closed loop).
@@ -177,7 +187,8 @@ def run_phase(
                     phase.errors.append(f"{method} {path}: {status or 'connection lost'}")
 
     threads = [threading.Thread(target=loop, args=(c,)) for c in clients]
-    cpu0, t0 = cpu_s(server_pid), time.perf_counter()
+    db0 = {pid: cpu_s(pid) for pid in database_pids(database)}
+    cpu0, client0, t0 = cpu_s(server_pid), time.process_time(), time.perf_counter()
     start = t0
     for t in threads:
         t.start()
@@ -185,7 +196,22 @@ def run_phase(
         t.join()
     phase.wall_s = time.perf_counter() - t0
     phase.server_cpu_s = cpu_s(server_pid) - cpu0
+    phase.client_cpu_s = time.process_time() - client0
+    # backends alive throughout (one that started or ended within the phase is not counted)
+    db1 = {pid: cpu_s(pid) for pid in database_pids(database)}
+    phase.database_cpu_s = sum(db1[pid] - db0[pid] for pid in db0.keys() & db1.keys())
     return phase
+
+
+def database_pids(database: str | None) -> list[int]:
+    """The PostgreSQL backends connected to `database` now (the API's pool, the worker's)."""
+    if not database:
+        return []
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,)
+        ).fetchall()
+    return [int(pid) for (pid,) in rows]
 
 
 # --- the database -------------------------------------------------------------------------
@@ -348,6 +374,7 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             body["model"] = {**body["model"], "name": f"tiny-gpt-new-{i}"}
             return "POST", "/v1/plans", body
 
+        db = url.rsplit("/", 1)[1]
         phases = {
             "get_plan": run_phase(
                 clients,
@@ -355,12 +382,18 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 lambda i: ("GET", f"/v1/plans/{ids[i % len(ids)]}", None),
                 pid,
                 args.rate,
+                db,
             ),
-            "history_page": run_phase(clients, args.requests, history, pid, args.rate),
+            "history_page": run_phase(clients, args.requests, history, pid, args.rate, db),
             "cached_post": run_phase(
-                clients, args.requests, lambda i: ("POST", "/v1/plans", cached), pid, args.rate
+                clients,
+                args.requests,
+                lambda i: ("POST", "/v1/plans", cached),
+                pid,
+                args.rate,
+                db,
             ),
-            "new_search": run_phase(clients, args.searches, new_search, pid),
+            "new_search": run_phase(clients, args.searches, new_search, pid, database=db),
         }
     return {
         "plans": args.plans,
@@ -418,7 +451,8 @@ def main() -> None:
             verdict = f"   goal {stat} <= {goal:.0f} ms: {'ok' if r[stat] <= goal else 'MISSED'}"
         print(
             f"{key:13s} p50 {r['p50']:7.2f} ms  p95 {r['p95']:7.2f} ms  p99 {r['p99']:7.2f} ms"
-            f"  {r['per_s']:7.1f}/s  server CPU {r['server_cpu_ms']:6.2f} ms/req"
+            f"  {r['per_s']:7.1f}/s  CPU ms/req: server {r['server_cpu_ms']:.2f}"
+            f" client {r['client_cpu_ms']:.2f} database {r['database_cpu_ms']:.2f}"
             f"  errors {r['errors']}{verdict}"
         )
         for e in r["first_errors"]:

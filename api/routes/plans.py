@@ -5,18 +5,21 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+import orjson
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep, in_session
+from api.doccache import CacheKey, Encoded
 from api.idempotent import expiry_of, replay_or_refuse
-from api.jsonbody import JSONBody
+from api.jsonbody import JSONBody, encode, encoded_response
 from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
@@ -59,16 +62,17 @@ _JOB_LOCATION = {"Location": {"description": "the job's URL", "schema": {"type":
 )
 async def create_plan(
     body: PlanCreate,
+    request: Request,
     principal: PrincipalDep,
     state: StateDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     prefer: Annotated[str | None, Header()] = None,
-) -> JSONResponse:
+) -> Response:
     respond_async = prefer is not None and "respond-async" in prefer.lower()
     tenant = principal.tenant
     if idempotency_key is None:
-        status, doc, headers = await _create(state, principal, body, respond_async)
-        return JSONBody(doc, status_code=status, headers=headers)
+        answer = await _create(state, principal, body, respond_async)
+        return answer.response(state, request)
     claim = await run_in_threadpool(
         idempotency.begin,
         state.sessions,
@@ -82,7 +86,7 @@ async def create_plan(
     if replayed is not None:
         return replayed
     try:
-        status, doc, headers = await _create(state, principal, body, respond_async)
+        answer = await _create(state, principal, body, respond_async)
     except BaseException as exc:
         problem = problem_document(exc)
         if problem["status"] < 500 and isinstance(exc, Exception):
@@ -96,11 +100,33 @@ async def create_plan(
                 what=f"idempotency key {idempotency_key!r} abandoned",
             )
         raise
+    doc = orjson.loads(answer.document.body)
     await _settle(
-        lambda: _complete(state, tenant, idempotency_key, status, doc, headers),
+        lambda: _complete(state, tenant, idempotency_key, answer.status, doc, answer.headers),
         what=f"idempotency key {idempotency_key!r} completed",
     )
-    return JSONBody(doc, status_code=status, headers=headers)
+    return answer.response(state, request)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A POST /v1/plans answer: status, the encoded document, headers, and where the document
+    is kept in `AppState.documents` (None: not kept)."""
+
+    status: int
+    document: Encoded
+    headers: dict[str, str]
+    cached: CacheKey | None = None
+
+    def response(self, state: AppState, request: Request) -> Response:
+        return encoded_response(
+            state.documents,
+            self.cached,
+            self.document,
+            accept_encoding=request.headers.get("accept-encoding", ""),
+            status_code=self.status,
+            headers=self.headers,
+        )
 
 
 async def _settle(write: Callable[[], None], *, what: str) -> None:
@@ -123,15 +149,30 @@ def body_fingerprint(body: PlanRequest) -> str:
 
 async def _create(
     state: AppState, principal: Principal, body: PlanRequest, respond_async: bool
-) -> tuple[int, dict[str, Any], dict[str, str]]:
-    outcome: Outcome = await Planner(state).submit(principal, body, wait=not respond_async)
-    if outcome.plan is None:
-        assert outcome.job_id is not None
-        job = await run_in_threadpool(_job_doc, state, principal.tenant, outcome.job_id)
+) -> _Answer:
+    tenant = principal.tenant
+    outcome: Outcome = await Planner(state).submit(
+        principal, body, wait=not respond_async, encoded=True
+    )
+    if outcome.job_id is not None:
+        job = await run_in_threadpool(_job_doc, state, tenant, outcome.job_id)
         headers = {"Location": f"/v1/jobs/{outcome.job_id}", "Preference-Applied": "respond-async"}
-        return 202, job, headers
-    doc = plan_document(outcome.plan, cache_hit=not outcome.created)
-    return (201 if outcome.created else 200), doc, {"Location": f"/v1/plans/{outcome.plan.id}"}
+        return _Answer(202, Encoded(encode(job)), headers)
+    if outcome.document is not None:  # from the cache, its document too
+        assert outcome.plan_id is not None
+        key: CacheKey = (tenant, outcome.plan_id, "hit")
+        return _Answer(200, outcome.document, _plan_location(outcome.plan_id), key)
+    assert outcome.plan is not None
+    plan_id = outcome.plan.id
+    doc = encode(plan_document(outcome.plan, cache_hit=not outcome.created))
+    if outcome.created:
+        return _Answer(201, Encoded(doc), _plan_location(plan_id))
+    document = state.documents.put(tenant, plan_id, "hit", doc)
+    return _Answer(200, document, _plan_location(plan_id), (tenant, plan_id, "hit"))
+
+
+def _plan_location(plan_id: str) -> dict[str, str]:
+    return {"Location": f"/v1/plans/{plan_id}"}
 
 
 def _job_doc(state: AppState, tenant: str, job_id: str) -> dict[str, Any]:
@@ -171,17 +212,30 @@ def _abandon(state: AppState, tenant: str, key: str) -> None:
     responses=problem_responses(404),
     summary="One stored plan",
 )
-async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JSONResponse:
+async def get_plan(
+    plan_id: str, request: Request, principal: PrincipalDep, state: StateDep
+) -> Response:
     """Answered as the stored JSON (the response is not validated again: a large plan's
-    result takes milliseconds to validate, and it was validated when stored)."""
-    row, submissions = await in_session(
-        state, lambda s: _plan_with_submissions(s, principal.tenant, plan_id)
-    )
+    result takes milliseconds to validate, and it was validated when stored). The document of
+    a plan without submissions is kept encoded (api.doccache): a later GET asks the database
+    only whether the plan has submissions now."""
+    tenant = principal.tenant
+    accept_encoding = request.headers.get("accept-encoding", "")
+    key: CacheKey = (tenant, plan_id, "get")
+    entry = state.documents.get(*key)
+    if entry is not None and not await in_session(
+        state, lambda s: plan_store.has_submissions(s, tenant=tenant, plan_id=plan_id)
+    ):
+        return encoded_response(state.documents, key, entry, accept_encoding=accept_encoding)
+    row, submissions = await in_session(state, lambda s: _plan_with_submissions(s, tenant, plan_id))
     if row is None:
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     doc = plan_document(row, cache_hit=False)
     doc["submissions"] = [submission_document(r) for r in submissions]
-    return JSONBody(doc)
+    if submissions:  # they change: not kept
+        return JSONBody(doc)
+    entry = state.documents.put(*key, encode(doc))
+    return encoded_response(state.documents, key, entry, accept_encoding=accept_encoding)
 
 
 def _plan_with_submissions(

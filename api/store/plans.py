@@ -205,6 +205,23 @@ _FIND_CACHED = (
 )
 
 
+_HAS_SUBMISSIONS = select(
+    exists().where(
+        _SUBMISSIONS.c.tenant == bindparam("tenant"), _SUBMISSIONS.c.plan_id == bindparam("plan_id")
+    )
+)
+_FIND_CACHED_ID = (
+    select(PLANS.c.id)
+    .where(
+        PLANS.c.tenant == bindparam("tenant"),
+        PLANS.c.request_hash == bindparam("request_hash"),
+        PLANS.c.cost_model_version == bindparam("version"),
+    )
+    .order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc())
+    .limit(1)
+)
+
+
 def get_plan(session: Session, *, tenant: str, plan_id: str) -> Row[Any] | None:
     """A plan's DOCUMENT_COLUMNS and `has_submissions` (whether any submission names it), in
     one statement: what every reader of a stored plan uses (its document, its request and
@@ -217,6 +234,19 @@ def find_cached(session: Session, *, tenant: str, request_hash: str) -> Row[Any]
     under today's cost-model version (a plan chosen by another model is not today's answer)."""
     params = {"tenant": tenant, "request_hash": request_hash, "version": COST_MODEL_VERSION}
     return session.execute(_FIND_CACHED, params).first()
+
+
+def find_cached_id(session: Session, *, tenant: str, request_hash: str) -> str | None:
+    """The id of the plan `find_cached` returns, without its document (for a reader that has
+    the document already: api.doccache)."""
+    params = {"tenant": tenant, "request_hash": request_hash, "version": COST_MODEL_VERSION}
+    return session.execute(_FIND_CACHED_ID, params).scalar()
+
+
+def has_submissions(session: Session, *, tenant: str, plan_id: str) -> bool:
+    """Whether any submission of this tenant names the plan (`get_plan`'s `has_submissions`
+    alone)."""
+    return bool(session.execute(_HAS_SUBMISSIONS, {"tenant": tenant, "plan_id": plan_id}).scalar())
 
 
 def count_plans(session: Session, *, tenant: str, request_hash: str | None = None) -> int:

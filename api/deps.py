@@ -50,4 +50,9 @@ async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
         with read_session(state.sessions) as session:
             return fn(session)
 
-    return await to_thread.run_sync(work, limiter=state.db_limiter)
+    return await in_thread(state, work)
+
+
+async def in_thread(state: AppState, fn: Callable[[], T]) -> T:
+    """`fn()` in a worker thread, one of at most `db_pool_size` (see `in_session`)."""
+    return await to_thread.run_sync(fn, limiter=state.db_limiter)

@@ -194,15 +194,15 @@ class Planner:
         if not encoded:
             row = self._cached(tenant, norm.request_hash)
             return norm, None if row is None else Outcome(plan=row)
+        plan_id = plan_store.find_cached_id(
+            self.state.engine, tenant=tenant, request_hash=norm.request_hash
+        )
+        if plan_id is None:
+            return norm, None
+        document = self.state.documents.get(tenant, plan_id, "hit")
+        if document is not None:
+            return norm, Outcome(plan_id=plan_id, document=document)
         with read_session(self.state.sessions) as session:
-            plan_id = plan_store.find_cached_id(
-                session, tenant=tenant, request_hash=norm.request_hash
-            )
-            if plan_id is None:
-                return norm, None
-            document = self.state.documents.get(tenant, plan_id, "hit")
-            if document is not None:
-                return norm, Outcome(plan_id=plan_id, document=document)
             row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
         assert row is not None  # plans are never deleted
         return norm, Outcome(plan=row, plan_id=plan_id)

@@ -16,7 +16,7 @@ from sqlalchemy import Row
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, StateDep, in_session
+from api.deps import PrincipalDep, StateDep, in_session, in_thread
 from api.doccache import CacheKey, Encoded
 from api.idempotent import expiry_of, replay_or_refuse
 from api.jsonbody import JSONBody, encode, encoded_response
@@ -223,8 +223,8 @@ async def get_plan(
     accept_encoding = request.headers.get("accept-encoding", "")
     key: CacheKey = (tenant, plan_id, "get")
     entry = state.documents.get(*key)
-    if entry is not None and not await in_session(
-        state, lambda s: plan_store.has_submissions(s, tenant=tenant, plan_id=plan_id)
+    if entry is not None and not await in_thread(
+        state, lambda: plan_store.has_submissions(state.engine, tenant=tenant, plan_id=plan_id)
     ):
         return encoded_response(state.documents, key, entry, accept_encoding=accept_encoding)
     row, submissions = await in_session(state, lambda s: _plan_with_submissions(s, tenant, plan_id))

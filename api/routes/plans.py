@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
@@ -24,18 +24,19 @@ from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError, field_problem, problem_document
+from api.query import query_openapi, read_query
 from api.replan import ReplanBody, calibration_choice, replan
-from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic
+from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic, PlanQuery
 from api.schemas.problem import problem_responses
 from api.state import AppState
 from api.store import idempotency
 from api.store import plans as plan_store
 from api.store import submissions as submission_store
 from api.store.keys import Principal
-from api.store.plans import PlanFilters, SortKey
+from api.store.plans import PlanFilters
 from api.store.tables import SubmissionRow
 from api.submissions.states import submission_document
-from planner.specs import PlanRequest, ScheduleName
+from planner.specs import PlanRequest
 from planner.specs.gpu_names import canonical_gpu
 
 router = APIRouter(prefix="/v1", tags=["plans"])
@@ -254,57 +255,40 @@ def _plan_with_submissions(
     response_model=PlanListPublic,
     responses=problem_responses(422),
     summary="Plan history: filter, sort, cursor pagination",
+    openapi_extra=query_openapi(PlanQuery),
 )
-async def list_plans(
-    principal: PrincipalDep,
-    state: StateDep,
-    model_name: str | None = None,
-    model_hash: str | None = None,
-    gpu: str | None = None,
-    min_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    max_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    schedule: ScheduleName | None = None,
-    tp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    pp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    dp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    tag: str | None = None,
-    cost_model_version: Annotated[str | None, Query(max_length=32)] = None,
-    calibration_id: Annotated[str | None, Query(max_length=64)] = None,
-    sort: SortKey = "-created_at",
-    page_size: Annotated[int, Query(ge=1, le=200)] = 50,
-    page_token: Annotated[str | None, Query(max_length=1000)] = None,
-) -> Response:
-    if min_gpus is not None and max_gpus is not None and min_gpus > max_gpus:
-        raise field_problem("query.min_gpus", f"min_gpus={min_gpus} > max_gpus={max_gpus}")
+async def list_plans(request: Request, principal: PrincipalDep, state: StateDep) -> Response:
+    q = read_query(PlanQuery, request)
+    if q.min_gpus is not None and q.max_gpus is not None and q.min_gpus > q.max_gpus:
+        raise field_problem("query.min_gpus", f"min_gpus={q.min_gpus} > max_gpus={q.max_gpus}")
     if (
-        created_after is not None
-        and created_before is not None
-        and _timestamp(created_after) >= _timestamp(created_before)
+        q.created_after is not None
+        and q.created_before is not None
+        and _timestamp(q.created_after) >= _timestamp(q.created_before)
     ):
         raise field_problem(
             "query.created_after",
-            f"created_after={created_after.isoformat()} is not before "
-            f"created_before={created_before.isoformat()}",
+            f"created_after={q.created_after.isoformat()} is not before "
+            f"created_before={q.created_before.isoformat()}",
         )
     filters = PlanFilters(
-        model_name=model_name,
-        model_hash=model_hash,
-        gpu=_filter_gpu(gpu),
-        min_gpus=min_gpus,
-        max_gpus=max_gpus,
-        schedule=schedule,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        created_after=created_after,
-        created_before=created_before,
-        tag=tag,
-        cost_model_version=cost_model_version,
-        calibration_id=calibration_id,
+        model_name=q.model_name,
+        model_hash=q.model_hash,
+        gpu=_filter_gpu(q.gpu),
+        min_gpus=q.min_gpus,
+        max_gpus=q.max_gpus,
+        schedule=q.schedule,
+        tp=q.tp,
+        pp=q.pp,
+        dp=q.dp,
+        created_after=q.created_after,
+        created_before=q.created_before,
+        tag=q.tag,
+        cost_model_version=q.cost_model_version,
+        calibration_id=q.calibration_id,
     )
-    after = decode_cursor(page_token, sort=sort, filters=filters) if page_token else None
+    sort = q.sort
+    after = decode_cursor(q.page_token, sort=sort, filters=filters) if q.page_token else None
     page = await in_session(
         state,
         lambda session: plan_store.list_plans(
@@ -312,7 +296,7 @@ async def list_plans(
             tenant=principal.tenant,
             filters=filters,
             sort=sort,
-            page_size=page_size,
+            page_size=q.page_size,
             after=after,
         ),
     )

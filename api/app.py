@@ -6,11 +6,13 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.gzip import GZipMiddleware
 
 from api import openapi_fixes, problems
+from api.doccache import GZIP_LEVEL, GZIP_MINIMUM_BYTES
 from api.lifecycle import build_state, start, stop
 from api.middleware import BodyLimitMiddleware, MetricsMiddleware, UrlTextMiddleware
 from api.ratelimit import RateLimitMiddleware, buckets_for, declare_rate_limited
@@ -29,6 +31,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        state.db_limiter = anyio.CapacityLimiter(settings.db_pool_size)  # on this loop
         await run_in_threadpool(start, state)
         yield
         stop(state)
@@ -52,7 +55,7 @@ def create_app(
     # gzip when the client accepts it, at zlib's fastest level: a 17 KB plan document takes a
     # third of level 9's CPU and comes out 13 % larger (2.8 KB instead of 2.5 KB), which costs
     # microseconds on the wire against the service's CPU
-    app.add_middleware(GZipMiddleware, minimum_size=1000, compresslevel=1)
+    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
     _with_problem_schema(app)
     return app
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Annotated, TypeVar
 
+from anyio import to_thread
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 
 from api.auth import require_principal
 from api.state import AppState, app_state
@@ -39,10 +39,20 @@ PrincipalDep = Annotated[Principal, Depends(require_principal)]
 
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
     """Run the read `fn(session)` in one worker thread (one hop off the event loop) in a
-    `read_session` (autocommit: no transaction round trips)."""
+    `read_session` (autocommit: no transaction round trips).
+
+    At most `db_pool_size` of these run at once (`AppState.db_limiter`); the others wait on
+    the event loop. More at once would each check out a connection past the pool, which the
+    pool closes again on return: under 16 concurrent clients PostgreSQL then started a new
+    backend every few seconds, each a fork and a cold cache."""
 
     def work() -> T:
         with read_session(state.sessions) as session:
             return fn(session)
 
-    return await run_in_threadpool(work)
+    return await in_thread(state, work)
+
+
+async def in_thread(state: AppState, fn: Callable[[], T]) -> T:
+    """`fn()` in a worker thread, one of at most `db_pool_size` (see `in_session`)."""
+    return await to_thread.run_sync(fn, limiter=state.db_limiter)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from api.doccache import DocumentCache
 from api.metrics import Metrics
 from api.settings import Settings
 from api.state import AppState
@@ -40,6 +41,7 @@ def build_state(settings: Settings, submitters: Mapping[str, Submitter] | None =
         pool=SolverPool(settings.solver_workers),
         submitters=registry,
         poller=Poller(sessions, registry, settings),
+        documents=DocumentCache(settings.document_cache_entries, settings.document_cache_bytes),
     )
     if settings.queue_enabled():
         from api.queue.app import build_app

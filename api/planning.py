@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from anyio import to_thread
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api.calibrations import resolve_calibration
+from api.doccache import Encoded
 from api.limits import check_request
 from api.outage import POLICY, is_outage, retry_while_down, write_later
 from api.problems import ProblemError, from_document, problem_document
@@ -53,11 +55,15 @@ class Normalised:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the route answers: a plan (created or from the cache) or a job to poll."""
+    """What the route answers: a plan (created or from the cache) or a job to poll. A plan
+    from the cache asked for `encoded` may come as its cached document alone (`document`,
+    with `plan_id`, and no `plan`)."""
 
     plan: StoredPlan | None = None
     created: bool = False
     job_id: str | None = None
+    plan_id: str | None = None
+    document: Encoded | None = None
 
 
 def request_hash(document: dict[str, Any]) -> str:
@@ -118,12 +124,19 @@ class Planner:
     def __init__(self, state: AppState) -> None:
         self.state = state
 
-    async def submit(self, principal: Principal, request: PlanRequest, *, wait: bool) -> Outcome:
+    async def submit(
+        self, principal: Principal, request: PlanRequest, *, wait: bool, encoded: bool = False
+    ) -> Outcome:
+        """The plan for `request`, or its job (not `wait`). With `encoded`, a plan from the
+        cache whose document (`view` "hit") is in `AppState.documents` comes as that
+        document alone."""
         tenant = principal.tenant
-        norm, cached = await run_in_threadpool(self._prepare, tenant, request)
+        norm, cached = await to_thread.run_sync(
+            self._prepare, tenant, request, encoded, limiter=self.state.db_limiter
+        )
         if cached is not None:
             self.state.metrics.cache_hits.inc()
-            return Outcome(plan=cached)
+            return cached
         if self.state.queue is not None:  # PostgreSQL: a durable task for the workers
             return await self._enqueue(tenant, norm, wait=wait)
         while True:
@@ -167,12 +180,32 @@ class Planner:
 
     # --- pieces run in threads -----------------------------------------------------------
 
-    def _prepare(self, tenant: str, request: PlanRequest) -> tuple[Normalised, StoredPlan | None]:
+    def _prepare(
+        self, tenant: str, request: PlanRequest, encoded: bool
+    ) -> tuple[Normalised, Outcome | None]:
         """Normalise, check the limits and (unless forced) look the request up in the cache:
-        one hop off the event loop for a cache hit."""
+        one hop off the event loop for a cache hit. With `encoded`, the stored plan's id is
+        looked up first (which plan answers a request can change: a forced request stores a
+        newer one) and its document read only when `AppState.documents` lacks it."""
         norm = normalise(self.state, tenant, request)
         check_request(norm.request)
-        return norm, None if norm.force else self._cached(tenant, norm.request_hash)
+        if norm.force:
+            return norm, None
+        if not encoded:
+            row = self._cached(tenant, norm.request_hash)
+            return norm, None if row is None else Outcome(plan=row)
+        plan_id = plan_store.find_cached_id(
+            self.state.engine, tenant=tenant, request_hash=norm.request_hash
+        )
+        if plan_id is None:
+            return norm, None
+        document = self.state.documents.get(tenant, plan_id, "hit")
+        if document is not None:
+            return norm, Outcome(plan_id=plan_id, document=document)
+        with read_session(self.state.sessions) as session:
+            row = plan_store.get_plan(session, tenant=tenant, plan_id=plan_id)
+        assert row is not None  # plans are never deleted
+        return norm, Outcome(plan=row, plan_id=plan_id)
 
     def _cached(self, tenant: str, rhash: str) -> StoredPlan | None:
         with read_session(self.state.sessions) as session:

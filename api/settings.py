@@ -62,7 +62,26 @@ class Settings(BaseSettings):
     idempotency_purge_interval_s: float = Field(
         default=60.0, gt=0, description="how often an API process deletes expired keys"
     )
-    db_pool_size: int = Field(default=10, gt=0)
+    db_pool_size: int = Field(
+        default=10,
+        gt=0,
+        description="pooled database connections per API process; the hot reads (api.deps."
+        "in_session) run at most this many at once, so that they never open a connection "
+        "past the pool",
+    )
+    # stored plans' encoded documents kept in memory (api/doccache.py; docs/service.md)
+    document_cache_entries: int = Field(
+        default=4096,
+        ge=0,
+        le=10_000_000,
+        description="stored plans' encoded documents one API process keeps for GET "
+        "/v1/plans/{id} and cached POST /v1/plans (least recently used out first); 0: none",
+    )
+    document_cache_bytes: int = Field(
+        default=64 * MIB,
+        ge=0,
+        description="the most bytes those documents (JSON and gzip) take in all; 0: none",
+    )
 
     # the search queue and its workers (docs/service.md, "Queue and workers")
     search_queue: Literal["auto", "pool", "procrastinate"] = Field(

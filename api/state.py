@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.doccache import DocumentCache
 from api.metrics import Metrics
 from api.settings import Settings
 from api.store.keys import Principal
@@ -32,6 +34,11 @@ class AppState:
     submitters: Submitters
     poller: Poller
     key_cache: dict[str, Principal] = field(default_factory=dict)
+    # stored plans' encoded documents (api.doccache: safe because stored plans never change)
+    documents: DocumentCache = field(default_factory=lambda: DocumentCache(0, 0))
+    # the hot reads' threads (api.deps.in_session): at most db_pool_size at once; made on the
+    # app's event loop at start-up (None before: the default thread limiter)
+    db_limiter: anyio.CapacityLimiter | None = None
     # PostgreSQL: the App the API defers search tasks on (api.queue); None: the pool runs them
     queue: procrastinate.App | None = None
     worker: EmbeddedWorker | None = None  # `serve --with-worker`

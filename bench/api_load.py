@@ -1,5 +1,6 @@
 """API load benchmark: PostgreSQL with 100,000 stored plans, one API process (uvicorn in a
-subprocess), `--clients` concurrent clients (16), each on its own keep-alive connection.
+subprocess), `--clients` concurrent clients (16), each on its own keep-alive connection
+(HTTP/1.1 over TCP, raw asyncio streams, all clients on one event loop).
 
 Prints p50/p95/p99 latency and throughput of
   - GET /v1/plans/{id}                          (goal: p99 <= 20 ms)
@@ -12,7 +13,9 @@ service is kept saturated, and by Little's law the mean latency is clients / thr
 `--rate R` sends R requests a second in all instead (an open loop; latency counted from when
 each request was due): the latency at a given load. The API process's CPU per request (from
 /proc) is printed too: it bounds one process's throughput and depends less on the machine's
-other load than the latencies do. Plans are bulk-inserted with PostgreSQL's COPY
+other load than the latencies do; beside it, this process's (the clients') and PostgreSQL's
+(the backends of the bench's database) CPU per request, the rest of a round trip's cost on
+a machine that runs all three. Plans are bulk-inserted with PostgreSQL's COPY
 (synthetic rows built from real cost-model predictions), not solved. The database is created
 and dropped by this script. The rate limit is off in the API process (the bench measures the
 service, not the limiter).
@@ -27,6 +30,7 @@ searches run there; it is skipped with a message where this tree has no worker c
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import os
@@ -34,7 +38,6 @@ import secrets
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -80,34 +83,87 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
 # --- clients ------------------------------------------------------------------------------
 
 
+_LOOP = asyncio.new_event_loop()
+"""The clients' one event loop: their connections stay open across phases."""
+
+
 @dataclass
 class Client:
-    """One caller: a keep-alive connection (stdlib http.client, light on the shared CPU)."""
+    """One caller: a keep-alive HTTP/1.1 connection over TCP on raw asyncio streams, all
+    clients on one event loop in this process: about half the CPU per request of
+    http.client in threads (the load generator shares the machine with the service)."""
 
     host: str
     port: int
     key: str
-    conn: http.client.HTTPConnection = field(init=False)
+    _reader: asyncio.StreamReader | None = field(default=None, init=False)
+    _writer: asyncio.StreamWriter | None = field(default=None, init=False)
 
-    def __post_init__(self) -> None:
-        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=300)
-
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> int:
-        headers = {"Authorization": f"Bearer {self.key}"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
+    async def request(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, bytes]:
+        """(status, body); status 0 when the connection broke (reopened on the next call)."""
+        data = b"" if body is None else json.dumps(body).encode()
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Authorization: Bearer {self.key}\r\nContent-Length: {len(data)}\r\n"
+            + ("Content-Type: application/json\r\n" if body is not None else "")
+            + "\r\n"
+        )
         try:
-            self.conn.request(method, path, body=data, headers=headers)
-            response = self.conn.getresponse()
-            response.read()
-            if response.getheader("connection", "").lower() == "close":
-                self.conn.close()
-            return response.status
-        except (OSError, http.client.HTTPException):
-            self.conn.close()  # reconnects on the next request
-            return 0
+            if self._writer is None:
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            assert self._reader is not None
+            self._writer.write(head.encode() + data)
+            status, headers = _head(await self._reader.readuntil(b"\r\n\r\n"))
+            if headers.get("transfer-encoding", "").lower() == "chunked":
+                content = await _chunks(self._reader)
+            else:
+                content = await self._reader.readexactly(int(headers.get("content-length", "0")))
+            if headers.get("connection", "").lower() == "close":
+                self.close()
+            return status, content
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            self.close()
+            return 0, b""
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+
+def _head(raw: bytes) -> tuple[int, dict[str, str]]:
+    """The status and headers (names lowercased) of a response head."""
+    lines = raw.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return status, headers
+
+
+async def _chunks(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body (RFC 9112 section 7.1), trailers skipped."""
+    out = bytearray()
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            while await reader.readuntil(b"\r\n") != b"\r\n":
+                pass
+            return bytes(out)
+        out += await reader.readexactly(size + 2)
+        del out[-2:]
+
+
+def call(client: Client, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """One request outside a phase; its JSON body (RuntimeError unless 2xx)."""
+    status, content = _LOOP.run_until_complete(client.request(method, path, body))
+    if not 200 <= status < 300:
+        raise RuntimeError(f"{method} {path}: {status or 'connection lost'} {content[:200]!r}")
+    return json.loads(content)
 
 
 def cpu_s(pid: int) -> float:
@@ -125,6 +181,8 @@ class Phase:
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     server_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+    database_cpu_s: float = 0.0
 
     def report(self) -> dict[str, Any]:
         n = len(self.latencies_s)
@@ -135,6 +193,11 @@ class Phase:
             # the API process's CPU per request: what bounds one process's throughput
             # (1 / this), and less sensitive to the machine's other load than latency
             "server_cpu_ms": self.server_cpu_s / n * 1e3 if n else 0.0,
+            # the load generator's own CPU (this process) and PostgreSQL's (the backends
+            # serving this database, the API's and the worker's), per request: the rest of
+            # the round trip's cost on this machine
+            "client_cpu_ms": self.client_cpu_s / n * 1e3 if n else 0.0,
+            "database_cpu_ms": self.database_cpu_s / n * 1e3 if n else 0.0,
             "errors": len(self.errors),
             "first_errors": self.errors[:5],
         }
@@ -146,6 +209,7 @@ def run_phase(
     make: Callable[[int], tuple[str, str, dict[str, Any] | None]],
     server_pid: int = 0,
     rate: float = 0.0,
+    database: str | None = None,
 ) -> Phase:
     """`requests` requests, `make(i)` -> (method, path, body), spread over the clients.
     rate 0: each client sends its next request as soon as the last is answered (closed loop).
@@ -153,39 +217,47 @@ def run_phase(
     latency counts from when it was due, so a late answer also delays the requests queued
     behind it on that client (no coordinated omission)."""
     phase = Phase()
-    lock = threading.Lock()
     counter = iter(range(requests))
 
-    def loop(client: Client) -> None:
-        while True:
-            with lock:
-                i = next(counter, None)
-            if i is None:
-                return
+    async def loop(client: Client) -> None:
+        while (i := next(counter, None)) is not None:
             method, path, body = make(i)
             t0 = time.perf_counter()
             if rate > 0:
                 due = start + i / rate
                 if due > t0:
-                    time.sleep(due - t0)
+                    await asyncio.sleep(due - t0)
                 t0 = due
-            status = client.request(method, path, body)
-            elapsed = time.perf_counter() - t0
-            with lock:
-                phase.latencies_s.append(elapsed)
-                if not 200 <= status < 300:
-                    phase.errors.append(f"{method} {path}: {status or 'connection lost'}")
+            status, _ = await client.request(method, path, body)
+            phase.latencies_s.append(time.perf_counter() - t0)
+            if not 200 <= status < 300:
+                phase.errors.append(f"{method} {path}: {status or 'connection lost'}")
 
-    threads = [threading.Thread(target=loop, args=(c,)) for c in clients]
-    cpu0, t0 = cpu_s(server_pid), time.perf_counter()
+    async def all_clients() -> None:
+        await asyncio.gather(*(loop(c) for c in clients))
+
+    db0 = {pid: cpu_s(pid) for pid in database_pids(database)}
+    cpu0, client0, t0 = cpu_s(server_pid), time.process_time(), time.perf_counter()
     start = t0
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _LOOP.run_until_complete(all_clients())
     phase.wall_s = time.perf_counter() - t0
     phase.server_cpu_s = cpu_s(server_pid) - cpu0
+    phase.client_cpu_s = time.process_time() - client0
+    # backends alive throughout (one that started or ended within the phase is not counted)
+    db1 = {pid: cpu_s(pid) for pid in database_pids(database)}
+    phase.database_cpu_s = sum(db1[pid] - db0[pid] for pid in db0.keys() & db1.keys())
     return phase
+
+
+def database_pids(database: str | None) -> list[int]:
+    """The PostgreSQL backends connected to `database` now (the API's pool, the worker's)."""
+    if not database:
+        return []
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (database,)
+        ).fetchall()
+    return [int(pid) for (pid,) in rows]
 
 
 # --- the database -------------------------------------------------------------------------
@@ -313,12 +385,8 @@ def _new_key(host: str, port: int) -> str:
 
 
 def _plan_ids(client: Client, n: int) -> list[str]:
-    client.conn.request(
-        "GET",
-        f"/v1/plans?page_size={n}&sort=step_time_s",
-        headers={"Authorization": f"Bearer {client.key}"},
-    )
-    return [p["id"] for p in json.loads(client.conn.getresponse().read())["data"]]
+    page = call(client, "GET", f"/v1/plans?page_size={n}&sort=step_time_s")
+    return [p["id"] for p in page["data"]]
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -348,6 +416,7 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
             body["model"] = {**body["model"], "name": f"tiny-gpt-new-{i}"}
             return "POST", "/v1/plans", body
 
+        db = url.rsplit("/", 1)[1]
         phases = {
             "get_plan": run_phase(
                 clients,
@@ -355,12 +424,18 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 lambda i: ("GET", f"/v1/plans/{ids[i % len(ids)]}", None),
                 pid,
                 args.rate,
+                db,
             ),
-            "history_page": run_phase(clients, args.requests, history, pid, args.rate),
+            "history_page": run_phase(clients, args.requests, history, pid, args.rate, db),
             "cached_post": run_phase(
-                clients, args.requests, lambda i: ("POST", "/v1/plans", cached), pid, args.rate
+                clients,
+                args.requests,
+                lambda i: ("POST", "/v1/plans", cached),
+                pid,
+                args.rate,
+                db,
             ),
-            "new_search": run_phase(clients, args.searches, new_search, pid),
+            "new_search": run_phase(clients, args.searches, new_search, pid, database=db),
         }
     return {
         "plans": args.plans,
@@ -418,7 +493,8 @@ def main() -> None:
             verdict = f"   goal {stat} <= {goal:.0f} ms: {'ok' if r[stat] <= goal else 'MISSED'}"
         print(
             f"{key:13s} p50 {r['p50']:7.2f} ms  p95 {r['p95']:7.2f} ms  p99 {r['p99']:7.2f} ms"
-            f"  {r['per_s']:7.1f}/s  server CPU {r['server_cpu_ms']:6.2f} ms/req"
+            f"  {r['per_s']:7.1f}/s  CPU ms/req: server {r['server_cpu_ms']:.2f}"
+            f" client {r['client_cpu_ms']:.2f} database {r['database_cpu_ms']:.2f}"
             f"  errors {r['errors']}{verdict}"
         )
         for e in r["first_errors"]:

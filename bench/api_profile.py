@@ -10,6 +10,10 @@ The profiler's own overhead inflates functions that make many small calls; read 
 not the absolute numbers.
 
     python bench/api_profile.py [--plans 20000] [--clients 16] [--requests 1000] [--top 30]
+
+`--asgi [--repeat 3]` profiles nothing: it calls the ASGI app in this process (middleware,
+routing, routes, the database; no sockets, no client) and prints each route's CPU per request,
+the least of `--repeat` runs: the service's own cost, the steadiest number on a shared machine.
 """
 
 from __future__ import annotations
@@ -184,6 +188,121 @@ def drive(args: argparse.Namespace) -> None:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# --- the ASGI app called directly (`--asgi`) --------------------------------------------------
+
+
+def _scope(method: str, target: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    path, _, query = target.partition("?")
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+
+
+async def _call(app: Any, scope: dict[str, Any], body: bytes) -> tuple[int, bytes]:
+    """One request through the whole ASGI app (middleware, routing, the route, the database)."""
+    import asyncio
+
+    received = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client never disconnects
+        raise AssertionError("unreachable")
+
+    messages: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    await app(scope, receive, send)
+    return int(messages[0]["status"]), b"".join(m.get("body", b"") for m in messages[1:])
+
+
+async def _asgi_routes(url: str, args: argparse.Namespace) -> None:
+    """CPU (this process, all threads) per request of each route, the app called in-process:
+    no sockets, no HTTP parsing, no client, no profiler; least of `--repeat` runs."""
+    import json
+
+    from svc_harness import ADMIN_KEY, make_settings
+
+    from api.app import create_app
+
+    app = create_app(make_settings(url, search_queue="procrastinate", migrate_on_start=False))
+    async with app.router.lifespan_context(app):
+        admin = [
+            (b"authorization", f"Bearer {ADMIN_KEY}".encode()),
+            (b"content-type", b"application/json"),
+        ]
+        created = json.dumps({"tenant": "bench"}).encode()
+        status, body = await _call(app, _scope("POST", "/v1/keys", admin), created)
+        if status != 201:
+            raise RuntimeError(f"POST /v1/keys: {status} {body[:200]!r}")
+        auth = [(b"authorization", f"Bearer {json.loads(body)['key']}".encode())]
+        _, body = await _call(
+            app, _scope("GET", "/v1/plans?page_size=200&sort=step_time_s", auth), b""
+        )
+        ids = [p["id"] for p in json.loads(body)["data"]]
+        cached = json.dumps(tiny_request()).encode()
+        post = [*auth, (b"content-type", b"application/json")]
+        query = "gpu=H100-SXM-80GB&min_gpus=32&max_gpus=256&page_size=50"
+        routes: dict[str, Callable[[int], tuple[dict[str, Any], bytes]]] = {
+            "get_plan": lambda i: (_scope("GET", f"/v1/plans/{ids[i % len(ids)]}", auth), b""),
+            "history_page": lambda i: (
+                _scope("GET", f"/v1/plans?model_name=gpt-{i % 20}&{query}", auth),
+                b"",
+            ),
+            "cached_post": lambda i: (_scope("POST", "/v1/plans", post), cached),
+        }
+        for name, make in routes.items():
+            if args.only and name not in args.only:
+                continue
+            for i in range(min(args.requests, 200)):  # warm: caches, pool, statements
+                status, body = await _call(app, *make(i))
+                if status >= 300:
+                    raise RuntimeError(f"{name}: {status} {body[:200]!r}")
+            best = float("inf")
+            for _ in range(args.repeat):
+                t0 = time.process_time()
+                for i in range(args.requests):
+                    await _call(app, *make(i))
+                best = min(best, (time.process_time() - t0) / args.requests)
+            print(
+                f"{name:13s} {best * 1e3:.3f} ms CPU per request in-process "
+                f"(least of {args.repeat} x {args.requests})",
+                flush=True,
+            )
+
+
+def asgi(args: argparse.Namespace) -> None:
+    import uvloop
+
+    name = f"meshplan_prof_{secrets.token_hex(4)}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    try:
+        load(url, args.plans)
+        uvloop.run(_asgi_routes(url, args))
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--serve":
         serve(int(sys.argv[2]), sys.argv[3])
@@ -194,7 +313,18 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=1_000, help="per route")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--only", nargs="*", help="get_plan, history_page, cached_post")
-    drive(ap.parse_args())
+    ap.add_argument(
+        "--asgi",
+        action="store_true",
+        help="no profiler, no server: call the ASGI app in this process and print each "
+        "route's CPU per request (least of --repeat)",
+    )
+    ap.add_argument("--repeat", type=int, default=3, help="--asgi: runs per route")
+    args = ap.parse_args()
+    if args.asgi:
+        asgi(args)
+    else:
+        drive(args)
 
 
 if __name__ == "__main__":

@@ -5,34 +5,38 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+import orjson
+from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, StateDep, in_session
+from api.deps import PrincipalDep, StateDep, in_session, in_thread
+from api.doccache import CacheKey, Encoded
 from api.idempotent import expiry_of, replay_or_refuse
-from api.jsonbody import JSONBody
+from api.jsonbody import JSONBody, encode, encoded_response
 from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
 from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
 from api.problems import ProblemError, field_problem, problem_document
+from api.query import query_openapi, read_query
 from api.replan import ReplanBody, calibration_choice, replan
-from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic
+from api.schemas.plans import JobPublic, PlanCreate, PlanListPublic, PlanPublic, PlanQuery
 from api.schemas.problem import problem_responses
 from api.state import AppState
 from api.store import idempotency
 from api.store import plans as plan_store
 from api.store import submissions as submission_store
 from api.store.keys import Principal
-from api.store.plans import PlanFilters, SortKey
+from api.store.plans import PlanFilters
 from api.store.tables import SubmissionRow
 from api.submissions.states import submission_document
-from planner.specs import PlanRequest, ScheduleName
+from planner.specs import PlanRequest
 from planner.specs.gpu_names import canonical_gpu
 
 router = APIRouter(prefix="/v1", tags=["plans"])
@@ -59,16 +63,17 @@ _JOB_LOCATION = {"Location": {"description": "the job's URL", "schema": {"type":
 )
 async def create_plan(
     body: PlanCreate,
+    request: Request,
     principal: PrincipalDep,
     state: StateDep,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     prefer: Annotated[str | None, Header()] = None,
-) -> JSONResponse:
+) -> Response:
     respond_async = prefer is not None and "respond-async" in prefer.lower()
     tenant = principal.tenant
     if idempotency_key is None:
-        status, doc, headers = await _create(state, principal, body, respond_async)
-        return JSONBody(doc, status_code=status, headers=headers)
+        answer = await _create(state, principal, body, respond_async)
+        return answer.response(state, request)
     claim = await run_in_threadpool(
         idempotency.begin,
         state.sessions,
@@ -82,7 +87,7 @@ async def create_plan(
     if replayed is not None:
         return replayed
     try:
-        status, doc, headers = await _create(state, principal, body, respond_async)
+        answer = await _create(state, principal, body, respond_async)
     except BaseException as exc:
         problem = problem_document(exc)
         if problem["status"] < 500 and isinstance(exc, Exception):
@@ -96,11 +101,33 @@ async def create_plan(
                 what=f"idempotency key {idempotency_key!r} abandoned",
             )
         raise
+    doc = orjson.loads(answer.document.body)
     await _settle(
-        lambda: _complete(state, tenant, idempotency_key, status, doc, headers),
+        lambda: _complete(state, tenant, idempotency_key, answer.status, doc, answer.headers),
         what=f"idempotency key {idempotency_key!r} completed",
     )
-    return JSONBody(doc, status_code=status, headers=headers)
+    return answer.response(state, request)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A POST /v1/plans answer: status, the encoded document, headers, and where the document
+    is kept in `AppState.documents` (None: not kept)."""
+
+    status: int
+    document: Encoded
+    headers: dict[str, str]
+    cached: CacheKey | None = None
+
+    def response(self, state: AppState, request: Request) -> Response:
+        return encoded_response(
+            state.documents,
+            self.cached,
+            self.document,
+            accept_encoding=request.headers.get("accept-encoding", ""),
+            status_code=self.status,
+            headers=self.headers,
+        )
 
 
 async def _settle(write: Callable[[], None], *, what: str) -> None:
@@ -123,15 +150,30 @@ def body_fingerprint(body: PlanRequest) -> str:
 
 async def _create(
     state: AppState, principal: Principal, body: PlanRequest, respond_async: bool
-) -> tuple[int, dict[str, Any], dict[str, str]]:
-    outcome: Outcome = await Planner(state).submit(principal, body, wait=not respond_async)
-    if outcome.plan is None:
-        assert outcome.job_id is not None
-        job = await run_in_threadpool(_job_doc, state, principal.tenant, outcome.job_id)
+) -> _Answer:
+    tenant = principal.tenant
+    outcome: Outcome = await Planner(state).submit(
+        principal, body, wait=not respond_async, encoded=True
+    )
+    if outcome.job_id is not None:
+        job = await run_in_threadpool(_job_doc, state, tenant, outcome.job_id)
         headers = {"Location": f"/v1/jobs/{outcome.job_id}", "Preference-Applied": "respond-async"}
-        return 202, job, headers
-    doc = plan_document(outcome.plan, cache_hit=not outcome.created)
-    return (201 if outcome.created else 200), doc, {"Location": f"/v1/plans/{outcome.plan.id}"}
+        return _Answer(202, Encoded(encode(job)), headers)
+    if outcome.document is not None:  # from the cache, its document too
+        assert outcome.plan_id is not None
+        key: CacheKey = (tenant, outcome.plan_id, "hit")
+        return _Answer(200, outcome.document, _plan_location(outcome.plan_id), key)
+    assert outcome.plan is not None
+    plan_id = outcome.plan.id
+    doc = encode(plan_document(outcome.plan, cache_hit=not outcome.created))
+    if outcome.created:
+        return _Answer(201, Encoded(doc), _plan_location(plan_id))
+    document = state.documents.put(tenant, plan_id, "hit", doc)
+    return _Answer(200, document, _plan_location(plan_id), (tenant, plan_id, "hit"))
+
+
+def _plan_location(plan_id: str) -> dict[str, str]:
+    return {"Location": f"/v1/plans/{plan_id}"}
 
 
 def _job_doc(state: AppState, tenant: str, job_id: str) -> dict[str, Any]:
@@ -171,17 +213,30 @@ def _abandon(state: AppState, tenant: str, key: str) -> None:
     responses=problem_responses(404),
     summary="One stored plan",
 )
-async def get_plan(plan_id: str, principal: PrincipalDep, state: StateDep) -> JSONResponse:
+async def get_plan(
+    plan_id: str, request: Request, principal: PrincipalDep, state: StateDep
+) -> Response:
     """Answered as the stored JSON (the response is not validated again: a large plan's
-    result takes milliseconds to validate, and it was validated when stored)."""
-    row, submissions = await in_session(
-        state, lambda s: _plan_with_submissions(s, principal.tenant, plan_id)
-    )
+    result takes milliseconds to validate, and it was validated when stored). The document of
+    a plan without submissions is kept encoded (api.doccache): a later GET asks the database
+    only whether the plan has submissions now."""
+    tenant = principal.tenant
+    accept_encoding = request.headers.get("accept-encoding", "")
+    key: CacheKey = (tenant, plan_id, "get")
+    entry = state.documents.get(*key)
+    if entry is not None and not await in_thread(
+        state, lambda: plan_store.has_submissions(state.engine, tenant=tenant, plan_id=plan_id)
+    ):
+        return encoded_response(state.documents, key, entry, accept_encoding=accept_encoding)
+    row, submissions = await in_session(state, lambda s: _plan_with_submissions(s, tenant, plan_id))
     if row is None:
         raise ProblemError(404, "Not found", f"no plan {plan_id!r}")
     doc = plan_document(row, cache_hit=False)
     doc["submissions"] = [submission_document(r) for r in submissions]
-    return JSONBody(doc)
+    if submissions:  # they change: not kept
+        return JSONBody(doc)
+    entry = state.documents.put(*key, encode(doc))
+    return encoded_response(state.documents, key, entry, accept_encoding=accept_encoding)
 
 
 def _plan_with_submissions(
@@ -200,57 +255,40 @@ def _plan_with_submissions(
     response_model=PlanListPublic,
     responses=problem_responses(422),
     summary="Plan history: filter, sort, cursor pagination",
+    openapi_extra=query_openapi(PlanQuery),
 )
-async def list_plans(
-    principal: PrincipalDep,
-    state: StateDep,
-    model_name: str | None = None,
-    model_hash: str | None = None,
-    gpu: str | None = None,
-    min_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    max_gpus: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    schedule: ScheduleName | None = None,
-    tp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    pp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    dp: Annotated[int | None, Query(ge=1, le=10**9)] = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
-    tag: str | None = None,
-    cost_model_version: Annotated[str | None, Query(max_length=32)] = None,
-    calibration_id: Annotated[str | None, Query(max_length=64)] = None,
-    sort: SortKey = "-created_at",
-    page_size: Annotated[int, Query(ge=1, le=200)] = 50,
-    page_token: Annotated[str | None, Query(max_length=1000)] = None,
-) -> Response:
-    if min_gpus is not None and max_gpus is not None and min_gpus > max_gpus:
-        raise field_problem("query.min_gpus", f"min_gpus={min_gpus} > max_gpus={max_gpus}")
+async def list_plans(request: Request, principal: PrincipalDep, state: StateDep) -> Response:
+    q = read_query(PlanQuery, request)
+    if q.min_gpus is not None and q.max_gpus is not None and q.min_gpus > q.max_gpus:
+        raise field_problem("query.min_gpus", f"min_gpus={q.min_gpus} > max_gpus={q.max_gpus}")
     if (
-        created_after is not None
-        and created_before is not None
-        and _timestamp(created_after) >= _timestamp(created_before)
+        q.created_after is not None
+        and q.created_before is not None
+        and _timestamp(q.created_after) >= _timestamp(q.created_before)
     ):
         raise field_problem(
             "query.created_after",
-            f"created_after={created_after.isoformat()} is not before "
-            f"created_before={created_before.isoformat()}",
+            f"created_after={q.created_after.isoformat()} is not before "
+            f"created_before={q.created_before.isoformat()}",
         )
     filters = PlanFilters(
-        model_name=model_name,
-        model_hash=model_hash,
-        gpu=_filter_gpu(gpu),
-        min_gpus=min_gpus,
-        max_gpus=max_gpus,
-        schedule=schedule,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        created_after=created_after,
-        created_before=created_before,
-        tag=tag,
-        cost_model_version=cost_model_version,
-        calibration_id=calibration_id,
+        model_name=q.model_name,
+        model_hash=q.model_hash,
+        gpu=_filter_gpu(q.gpu),
+        min_gpus=q.min_gpus,
+        max_gpus=q.max_gpus,
+        schedule=q.schedule,
+        tp=q.tp,
+        pp=q.pp,
+        dp=q.dp,
+        created_after=q.created_after,
+        created_before=q.created_before,
+        tag=q.tag,
+        cost_model_version=q.cost_model_version,
+        calibration_id=q.calibration_id,
     )
-    after = decode_cursor(page_token, sort=sort, filters=filters) if page_token else None
+    sort = q.sort
+    after = decode_cursor(q.page_token, sort=sort, filters=filters) if q.page_token else None
     page = await in_session(
         state,
         lambda session: plan_store.list_plans(
@@ -258,7 +296,7 @@ async def list_plans(
             tenant=principal.tenant,
             filters=filters,
             sort=sort,
-            page_size=page_size,
+            page_size=q.page_size,
             after=after,
         ),
     )

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.schemas.problem import Problem
 from api.schemas.submissions import SubmissionPublic
+from api.store.plans import SortKey
 from planner.plan import PlanResult
-from planner.specs import PlanRequest
+from planner.specs import PlanRequest, ScheduleName
 from planner.specs.limits import TEXT
 
 # The fields of a POST /v1/plans body that only the service has.
@@ -127,3 +128,27 @@ class JobPublic(BaseModel):
     plan_id: str | None = None
     plan_url: str | None = None
     error: Problem | None = None
+
+
+class PlanQuery(BaseModel):
+    """GET /v1/plans' query parameters (api.query.read_query)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model_name: str | None = None
+    model_hash: str | None = None
+    gpu: str | None = None
+    min_gpus: int | None = Field(default=None, ge=1, le=10**9)
+    max_gpus: int | None = Field(default=None, ge=1, le=10**9)
+    schedule: ScheduleName | None = None
+    tp: int | None = Field(default=None, ge=1, le=10**9)
+    pp: int | None = Field(default=None, ge=1, le=10**9)
+    dp: int | None = Field(default=None, ge=1, le=10**9)
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    tag: str | None = None
+    cost_model_version: str | None = Field(default=None, max_length=32)
+    calibration_id: str | None = Field(default=None, max_length=64)
+    sort: SortKey = "-created_at"
+    page_size: int = Field(default=50, ge=1, le=200)
+    page_token: str | None = Field(default=None, max_length=1000)

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
+    Engine,
     Row,
     Select,
     Table,
@@ -23,6 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from api.store.db import read_scalar
 from api.store.ids import new_id
 from api.store.tables import PlanRow, PlanTagRow, SubmissionRow, utcnow
 from planner.cost.version import COST_MODEL_VERSION
@@ -205,6 +207,23 @@ _FIND_CACHED = (
 )
 
 
+_HAS_SUBMISSIONS = select(
+    exists().where(
+        _SUBMISSIONS.c.tenant == bindparam("tenant"), _SUBMISSIONS.c.plan_id == bindparam("plan_id")
+    )
+)
+_FIND_CACHED_ID = (
+    select(PLANS.c.id)
+    .where(
+        PLANS.c.tenant == bindparam("tenant"),
+        PLANS.c.request_hash == bindparam("request_hash"),
+        PLANS.c.cost_model_version == bindparam("version"),
+    )
+    .order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc())
+    .limit(1)
+)
+
+
 def get_plan(session: Session, *, tenant: str, plan_id: str) -> Row[Any] | None:
     """A plan's DOCUMENT_COLUMNS and `has_submissions` (whether any submission names it), in
     one statement: what every reader of a stored plan uses (its document, its request and
@@ -217,6 +236,20 @@ def find_cached(session: Session, *, tenant: str, request_hash: str) -> Row[Any]
     under today's cost-model version (a plan chosen by another model is not today's answer)."""
     params = {"tenant": tenant, "request_hash": request_hash, "version": COST_MODEL_VERSION}
     return session.execute(_FIND_CACHED, params).first()
+
+
+def find_cached_id(engine: Engine, *, tenant: str, request_hash: str) -> str | None:
+    """The id of the plan `find_cached` returns, without its document (for a reader that has
+    the document already: api.doccache); one `read_scalar`."""
+    params = {"tenant": tenant, "request_hash": request_hash, "version": COST_MODEL_VERSION}
+    found = read_scalar(engine, _FIND_CACHED_ID, params)
+    return None if found is None else str(found)
+
+
+def has_submissions(engine: Engine, *, tenant: str, plan_id: str) -> bool:
+    """Whether any submission of this tenant names the plan (`get_plan`'s `has_submissions`
+    alone); one `read_scalar`."""
+    return bool(read_scalar(engine, _HAS_SUBMISSIONS, {"tenant": tenant, "plan_id": plan_id}))
 
 
 def count_plans(session: Session, *, tenant: str, request_hash: str | None = None) -> int:

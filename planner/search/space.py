@@ -35,12 +35,14 @@ whether they are (planner.search.driver._mark_dominated compares their Partition
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, get_args
 
 from planner.cost import PartitionInputs
 from planner.launch.capabilities import FrameworkCaps, capabilities
-from planner.launch.render import unsupported
+from planner.launch.frameworks import deepspeed, megatron, meshplan, torchtitan
+from planner.launch.layers import LaunchView
 from planner.search.model import StageSplit, layer_runs
 from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, CpComm, RecomputeMode, ScheduleName
 from planner.specs.model import ModelArch
@@ -327,16 +329,47 @@ def _sequence_parallel(wanted: bool | None, caps: FrameworkCaps | None) -> list[
 
 
 def _unsupported(request: PlanRequest, config: Config) -> list[str]:
-    """What the request's framework finds against `config` (stage split still open)."""
+    """What the request's framework finds against `config` (stage split still open): the
+    framework's check (planner.launch.render.unsupported's) on the LaunchView that
+    planner.launch.layers.view builds from config.candidate(), built here without the
+    Candidate (validating one per configuration was most of the enumeration of a framework
+    request: 322,080 for Mixtral 8x7B under megatron). tests/planner/search/
+    test_space_frameworks.py checks the two agree on every configuration of its requests."""
     fw = request.constraints.framework
     assert fw is not None
-    return unsupported(
-        config.candidate(),
-        fw,
+    training = request.training
+    per = config.dp * config.micro_batch_size
+    b = training.global_batch_size
+    v = LaunchView(
+        tp=config.tp,
+        pp=config.pp,
+        dp=config.dp,
+        vpp=config.vpp,
+        schedule=config.schedule,
+        micro_batch_size=config.micro_batch_size,
+        zero_stage=config.zero_stage,
+        sequence_parallel=config.sequence_parallel,
+        recompute=config.modes[0] if len(config.modes) == 1 else "none",  # Config.candidate
+        stages=None,
         arch=request.arch,
-        global_batch_size=request.training.global_batch_size,
-        seq_length=request.training.seq_length,
+        global_batch_size=b,
+        num_microbatches=b // per if b % per == 0 else None,
+        seq_length=training.seq_length,
+        cp=config.cp,
+        ep=config.ep,
+        etp=config.etp,
+        cp_comm=config.cp_comm,
     )
+    return _CHECKS[fw](v)
+
+
+# planner.launch.render's checks of a candidate, by framework
+_CHECKS: dict[str, Callable[[LaunchView], list[str]]] = {
+    "meshplan": meshplan.unsupported,
+    "megatron": megatron.unsupported,
+    "torchtitan": torchtitan.unsupported,
+    "deepspeed": deepspeed.unsupported,
+}
 
 
 def _schedule_vpps(

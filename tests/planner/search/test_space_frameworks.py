@@ -92,3 +92,51 @@ def test_meshplan_configurations_keep_torchs_schedule_rules() -> None:
     configs = enumerate_configs(req, num_layers=18)
     assert configs
     assert all(c.num_microbatches >= c.pp for c in configs)
+
+
+TINY_MOE = {
+    **LLAMA,
+    "name": "tiny-moe",
+    "num_layers": 4,
+    "moe": {"num_experts": 8, "experts_per_token": 2, "moe_ffn_hidden_size": 1024},
+}
+
+
+def _request(model: dict[str, object], framework: str | None) -> PlanRequest:
+    return PlanRequest.model_validate(
+        {
+            "model": model,
+            "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 16, "gpus_per_node": 8},
+            "training": {"global_batch_size": 24, "seq_length": 2048},
+            "constraints": {"framework": framework, "uniform_recompute": True},
+        }
+    )
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed", "meshplan"])
+@pytest.mark.parametrize("model", [LLAMA, TINY_MOE], ids=["llama", "moe"])
+def test_the_space_checks_a_configuration_as_the_launchers_unsupported_does(
+    framework: str, model: dict[str, object]
+) -> None:
+    """The enumeration's framework check (planner.search.space._unsupported builds the
+    LaunchView without a Candidate) gives the reasons unsupported() gives for the candidate,
+    on every configuration of the unrestricted space (uniform recompute: one mode each),
+    those the framework refuses included."""
+    from planner.search.space import _unsupported
+
+    base, fw = _request(model, None), _request(model, framework)
+    assert fw.arch is not None
+    configs = enumerate_configs(base, num_layers=fw.arch.num_layers + 2)
+    assert any(c.cp > 1 for c in configs)
+    refused = 0
+    for c in configs:
+        want = unsupported(
+            c.candidate(),
+            framework,  # type: ignore[arg-type]
+            arch=fw.arch,
+            global_batch_size=fw.training.global_batch_size,
+            seq_length=fw.training.seq_length,
+        )
+        assert _unsupported(fw, c) == want, c.describe()
+        refused += bool(want)
+    assert 0 < refused < len(configs)

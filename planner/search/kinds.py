@@ -1,0 +1,125 @@
+"""One micro-batch's work of a configuration kind, from its layer costs and links alone.
+
+The driver's cheapest floor of a whole group (planner.search.driver._work_floor; docs/search.md,
+"Groups") is max(m W / pp, C): W one micro-batch's forward and backward through every layer at
+the cheapest recompute (bounds.work_s), C micro-batch 0's forward and input-gradient chain
+(bounds.chain_s). Both depend on the kind (tp, mbs, sp, whether the schedule splits the
+backward, cp, cp_comm, ep, etp) only, and MoE and cp requests have thousands of kinds
+(Mixtral 8x7B on 64 GPUs: 5,504), so building a whole PartitionInputs per kind (its Candidate
+checked, memory terms, p2p, gradient sync) to read three of its rows made the floors most of
+the sweep. `kind_work` computes W and C from what those rows are made of, as
+planner.cost.inputs.build_inputs makes them:
+
+    fw_s[l]       = fw_s + tp_dir (+ cp_fw + ep_dir)
+    bw_input_s[l] = bw_i + bw_comm + (0 | selective recompute | full recompute + fw_comm)
+    bw_weight_s[l] = bw_w
+
+with tp_dir = 2 all_reduce(tp_comm_bytes / 4) on the TP link, cp_fw / cp_bw and ep_dir from
+planner.cost.folded on the candidate's folded links, (bw_i, bw_w) the layer's split_costs()
+for a split-backward schedule (zb-h1, zbv), else (bw_input_s, bw_weight_s). None of these
+reads pp, dp, ZeRO, the schedule's order or the memory terms. tests/planner/search/
+test_kinds.py checks that the two agree with work_s and chain_s of the built PartitionInputs
+on MoE, cp and dense requests: a change to build_inputs' times that this module does not
+follow fails there.
+"""
+
+from __future__ import annotations
+
+from planner.cost.comm import Link, all_reduce_s, tp_link
+from planner.cost.folded import FoldedLinks, cp_times, ep_time, folded_links
+from planner.cost.partition import SPLIT_BACKWARD
+from planner.cost.source import CostSource, request_efficiency
+from planner.memo import PerObject
+from planner.search.space import Config
+from planner.specs.model import LayerCost
+from planner.specs.request import PlanRequest
+
+# what one kind's W and C depend on: (tp, mbs, sp, split backward, cp, cp_comm, ep, etp)
+KindKey = tuple[int, int, bool, bool, int, str, int, int]
+
+
+def kind_key(cfg: Config) -> KindKey:
+    split = cfg.schedule in SPLIT_BACKWARD
+    return (
+        cfg.tp,
+        cfg.micro_batch_size,
+        cfg.sequence_parallel,
+        split,
+        cfg.cp,
+        cfg.cp_comm,
+        cfg.ep,
+        cfg.etp,
+    )
+
+
+def kind_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float, float]:
+    """(W, C) of `cfg`'s kind (module docstring): bounds.work_s and bounds.chain_s of its
+    PartitionInputs, without building them (nor checking its Candidate: a member the cost
+    model would refuse may lower a group's floor, never raise it). Raises SpecError or
+    ValueError where the cost source has no costs for the point."""
+    costs = src.layer_costs(
+        micro_batch_size=cfg.micro_batch_size,
+        tp=cfg.tp,
+        sequence_parallel=cfg.sequence_parallel,
+        cp=cfg.cp,
+        ep=cfg.ep,
+        etp=cfg.etp,
+    )
+    per_request = _LINKS.get(request, dict)
+    key = (cfg.tp, cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+    links = per_request.get(key)
+    if links is None:
+        links = per_request[key] = _links(request, src, cfg)
+    tlink, folded = links
+    split = cfg.schedule in SPLIT_BACKWARD
+    fw = bw = bw_weight = 0.0
+    done: dict[int, tuple[float, float, float]] = {}  # a kind's layers share one LayerCost
+    for cost in costs:
+        terms = done.get(id(cost))
+        if terms is None:
+            terms = done[id(cost)] = _layer_times(cost, cfg.tp, tlink, folded, split)
+        fw += terms[0]
+        bw += terms[1]
+        bw_weight += terms[2]
+    return fw + bw + bw_weight, fw + bw
+
+
+def _links(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[Link, FoldedLinks | None]:
+    """The TP link and, with cp, ep or etp above 1, the folded links, as build_inputs takes
+    them (at the request's achieved link fraction). Their cp, ep and etp links depend on
+    (tp, cp, cp_comm, ep, etp) only; dp enters only the gradient links, which W and C do
+    not read."""
+    achieved = request_efficiency(request).link_fraction
+    tlink = tp_link(request.cluster, tp=cfg.tp).achieved(achieved)
+    if not (cfg.cp > 1 or cfg.ep > 1 or cfg.etp > 1):
+        return tlink, None
+    experts = src.arch is not None and src.arch.moe is not None
+    folded = folded_links(request.cluster, cfg.candidate(), achieved=achieved, experts=experts)
+    return tlink, folded
+
+
+# per request (by identity, planner.memo's policy): (tp, cp, cp_comm, ep, etp) -> its links;
+# a dict that fills lazily with pure values
+_LINKS: PerObject[dict[tuple[int, int, str, int, int], tuple[Link, FoldedLinks | None]]] = (
+    PerObject()
+)
+
+
+def _layer_times(
+    cost: LayerCost, tp: int, tlink: Link, folded: FoldedLinks | None, split: bool
+) -> tuple[float, float, float]:
+    """(fw_s, least bw_input_s over the recompute modes, bw_weight_s) of one layer."""
+    bw_i, bw_w = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
+    tp_dir = 2 * all_reduce_s(cost.tp_comm_bytes / 4, group=tp, link=tlink)
+    fw_comm = bw_comm = tp_dir
+    if folded is not None:
+        cp_fw, cp_bw = cp_times(cost, folded)
+        ep_dir = ep_time(cost, folded)
+        fw_comm, bw_comm = tp_dir + cp_fw + ep_dir, tp_dir + cp_bw + ep_dir
+    recompute_comm = fw_comm if cost.recompute_s.full > 0 else 0.0
+    least = min(
+        bw_i + bw_comm,
+        bw_i + cost.recompute_s.selective + bw_comm,
+        bw_i + cost.recompute_s.full + bw_comm + recompute_comm,
+    )
+    return cost.fw_s + fw_comm, least, bw_w

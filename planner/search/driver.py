@@ -696,6 +696,7 @@ def _improve(
             descend=split == "any",
             time_left=time_left,
             tuning=out.tuning,
+            bound_s=time_bound_s(request, out),
         )
     )
     entry.descended = time_left() > 0 or split != "any"

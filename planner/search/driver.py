@@ -533,6 +533,8 @@ def _sweep(
             return groups[done:]
         if _gap_reached(request, out, throttle=True):
             return groups[done:]
+        if _zero_bubble_to_prove(request, out, groups, done):
+            return groups[done:]
         if bubble_closed(request, out, members[0].pp):  # a group shares its pp
             out.group_time_pruned += len(members)
             continue
@@ -584,6 +586,27 @@ def _sweep(
                 _offer(request, out, entry, sc)
         out.entries.extend(entries)
     return []
+
+
+def _zero_bubble_to_prove(
+    request: PlanRequest, out: Outcome, groups: list[list[Config]], done: int
+) -> bool:
+    """Objective bubble: the sweep has just passed the last pp = 1 group (they come first,
+    their 1F1B bubble share being 0) and holds a provisional plan of zero bubble. The sweep
+    then stops for the exact phase to prove it (a pp = 1 configuration has one stage: its
+    proof is a few solves); once proven, bubble_closed settles every pp > 1 group when the
+    next sweep reaches it, instead of each being swept first (their PartitionInputs and
+    quick partitions)."""
+    provisional = out.provisional
+    return (
+        request.objective == "bubble"
+        and request.search.mode != "exhaustive"
+        and 0 < done < len(groups)
+        and groups[done - 1][0].pp == 1
+        and groups[done][0].pp > 1
+        and provisional is not None
+        and provisional[1].score.bubble_fraction == 0.0
+    )
 
 
 def _has_plan(out: Outcome) -> bool:
@@ -703,6 +726,7 @@ def _improve(
             descend=split == "any",
             time_left=time_left,
             tuning=out.tuning,
+            bound_s=time_bound_s(request, out),
         )
     )
     entry.descended = time_left() > 0 or split != "any"

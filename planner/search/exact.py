@@ -262,6 +262,7 @@ def solve_config(
         polish=polish,
         time_left=limits.time_left,
         tuning=tuning,
+        bound_s=bound_s,
     )
     limit = _bound(bound_s, result.best)
     if limit is not None and floor_phase(col, limit):
@@ -298,12 +299,15 @@ def heuristic_phase(
     polish: bool,
     time_left: Callable[[], float] | None,
     tuning: SearchTuning = TUNING,
+    bound_s: float | None = None,
 ) -> None:
     """The scored hints, then (where the stage split is free) the hill climb from the best
-    feasible one: each partition through `col.consider`."""
+    feasible one: each partition through `col.consider`. Without `polish`, the climb runs
+    only where that hint is within tuning.descend_within of `bound_s` (_worth_climbing)."""
     for sc in hinted:
         col.consider(sc.partition, sc)
     best = col.result.best
+    descend = descend and best is not None and _worth_climbing(best, bound_s, tuning)
     if (descend or polish) and split == "any" and best is not None:
         for better in _descend(
             col.inputs, best, modes, time_left=time_left, polish=polish, tuning=tuning
@@ -456,17 +460,32 @@ def improve_config(
     descend: bool = True,
     time_left: Callable[[], float] | None = None,
     tuning: SearchTuning = TUNING,
+    bound_s: float | None = None,
 ) -> list[Scored]:
     """The heuristic part of solve_config alone: the hints scored and (with `descend`) the
     hill climb from the best feasible one. Cheap next to a proof; run on every configuration
     first, it finds the incumbent that lets the floors prune most of the others. Pass the
-    result to solve_config as `scored_hints` with `descend=False`."""
+    result to solve_config as `scored_hints` with `descend=False`. With `bound_s` (the
+    incumbent's step time), the climb runs only where it may reach it (_worth_climbing)."""
     out = [Scored(h, score(inputs, h)) for h in hints]
     feasible = [sc for sc in out if sc.score.feasible]
     if descend and feasible:
         best = min(feasible, key=lambda sc: sc.score.step_time_s)
+        if not _worth_climbing(best, bound_s, tuning):
+            return out
         out += _descend(inputs, best, modes, time_left=time_left, tuning=tuning)
     return out
+
+
+def _worth_climbing(best: Scored, bound_s: float | None, tuning: SearchTuning) -> bool:
+    """Whether the hill climb from `best` may find a partition that matters: there is no
+    bound yet, or `best` is within tuning.descend_within of it. A heuristic of speed only:
+    a configuration not climbed is still settled by its floors, cutting planes and CP-SAT,
+    which find any better partition it holds; what it saves is the climb's scores (one per
+    neighbour and step) on configurations whose hints are far behind the incumbent."""
+    if bound_s is None:
+        return True
+    return best.score.step_time_s <= bound_s * (1 + tuning.descend_within)
 
 
 def lp_phase(

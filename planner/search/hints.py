@@ -122,7 +122,9 @@ def repaired(
         # a rank with several held points (several chunks) is repaired against its own
         # points (_held_modes), which no other rank shares
         several = len(inputs.rank_points[r]) > 1
-        key = (order, r if several else -1, tuple(shapes))
+        # (the last stage's rank is also charged the loss temporary)
+        holds_last = spans[r][-1][0] == inputs.num_stages - 1
+        key = (order, r if several else -1, tuple(shapes), holds_last)
         choice = memo.get(key)
         starts = [lo for _, lo, _ in spans[r]]
         if choice is None:  # kept as (stage of the rank, layer offset in the stage, mode)
@@ -163,20 +165,36 @@ def _rank_modes(
     inputs: PartitionInputs, order: tuple[RecomputeMode, ...], spans: list[tuple[int, int, int]]
 ) -> tuple[tuple[int, int], ...]:
     """One rank's repair (see repaired): (layer, index into `order`) for the layers that do
-    not stay in the fastest mode. The rank's bytes are summed over its layers in layer
-    order and its layers' next steps kept in a heap (ratio, then layer index: the same
-    choice as a scan)."""
+    not stay in the fastest mode. The rank is charged what the scorer can charge it at most
+    (planner.cost.partition's memory formula): each stage's activations at its peak in-flight
+    count, plus the larger of the loss temporary (if it holds the last stage) and its
+    recompute transient (act(none) - act(mode) of its largest recomputed layer), times
+    1 + fragmentation. No held point holds more of a stage than its peak count, and each
+    point's transient is one of those two, so a repair that fits this charge fits the
+    scorer's. The rank's bytes are summed over its layers in layer order and its layers'
+    next steps kept in a heap (ratio, then layer index: the same choice as a scan)."""
     ks = [MODE_INDEX[m] for m in order]
     stage_of = {i: s for s, lo, hi in spans for i in range(lo, hi)}
     layers = sorted(stage_of)
     current = dict.fromkeys(layers, 0)
     static, act, inflight = inputs.static_bytes, inputs.activation_bytes, inputs.inflight
+    grow = 1.0 + inputs.fragmentation_fraction
+    last = inputs.num_stages - 1
+    loss = inputs.loss_bytes if any(s == last for s, _, _ in spans) else 0.0
+    recompute = inputs.recompute_transient
+    base = inputs.fixed_bytes + sum(static[i] for i in layers)
 
-    def rank_bytes() -> float:
-        mem = inputs.fixed_bytes
+    def transient_of(i: int, c: int) -> float:
+        """What recomputing layer i in mode order[c] holds again in its backward."""
+        return act[i][0] - act[i][ks[c]] if recompute and ks[c] != 0 else 0.0
+
+    transient = max((transient_of(i, 0) for i in layers), default=0.0)
+
+    def held_bytes() -> float:
+        held = 0.0
         for i in layers:
-            mem += static[i] + inflight[stage_of[i]] * act[i][ks[current[i]]]
-        return mem
+            held += inflight[stage_of[i]] * act[i][ks[current[i]]]
+        return held
 
     def step(i: int) -> tuple[float, int, int] | None:
         """(-bytes saved per second added, layer, mode) of layer i's best heavier mode (the
@@ -198,19 +216,20 @@ def _rank_modes(
     heap = [st for i in layers if (st := step(i)) is not None]
     heapq.heapify(heap)
     cap = inputs.cap_bytes
-    mem = rank_bytes()
-    while mem > cap and heap:
+    held = held_bytes()
+    while base + grow * (held + max(loss, transient)) > cap and heap:
         _, best_i, nxt = heapq.heappop(heap)
         k0 = ks[current[best_i]]
         current[best_i] = nxt
+        transient = max(transient, transient_of(best_i, nxt))
         following = step(best_i)
         if following is not None:
             heapq.heappush(heap, following)
         # the change of one layer's bytes; summed afresh in layer order near the cap, so
         # that the stop is decided on the same floats as a full sum
-        mem += inflight[stage_of[best_i]] * (act[best_i][ks[nxt]] - act[best_i][k0])
-        if abs(mem - cap) <= 1e-6 * cap:
-            mem = rank_bytes()
+        held += inflight[stage_of[best_i]] * (act[best_i][ks[nxt]] - act[best_i][k0])
+        if abs(base + grow * (held + max(loss, transient)) - cap) <= 1e-6 * cap:
+            held = held_bytes()
     return tuple((i, c) for i, c in current.items() if c)
 
 

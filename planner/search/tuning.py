@@ -45,6 +45,9 @@ class SearchTuning:
     - `model_build_s`: estimated seconds per path cut and stage to build (and to load) a
       CP-SAT model; a model is not built with less than `model_build_margin` x that left.
     - `descend_rounds`: improving steps of the hill climb, at most (each phase of it).
+    - `descend_within`: the hill climb (outside the incumbent's polish) runs from a
+      configuration's best hint only where that hint is at most this fraction above the
+      incumbent (exact._worth_climbing); the others are left to the floors and the LP.
     - `mode_lighter`: layers of one stage made one mode lighter at once by a mode move.
     """
 
@@ -73,6 +76,7 @@ class SearchTuning:
     model_build_s: float = 1e-5
     model_build_margin: float = 2.0
     descend_rounds: int = 24
+    descend_within: float = 0.02
     mode_lighter: int = 2
 
     def __post_init__(self) -> None:
@@ -106,6 +110,7 @@ class SearchTuning:
             if count < 0:
                 raise ValueError(f"SearchTuning.{name} = {count} is negative")
         positive = {
+            "descend_within": self.descend_within,
             "resweep_factor": self.resweep_factor,
             "config_min_s": self.config_min_s,
             "incumbent_cap": self.incumbent_cap,

@@ -17,6 +17,7 @@ from planner.search.exact import (
     _descend,
     _mode_moves,
     _rank_shifts,
+    improve_config,
     solve_config,
 )
 from planner.search.exhaustive import exhaustive_config
@@ -46,6 +47,31 @@ def test_descend_improves_strictly_and_keeps_the_optimum(seed: int) -> None:
     assert (oracle is None) == (got is None)
     if oracle is not None and got is not None:
         assert got.score.step_time_s == pytest.approx(oracle.score.step_time_s, rel=1e-9)
+
+
+def test_improve_config_climbs_only_from_hints_near_the_bound() -> None:
+    """With a bound (the incumbent), the climb runs from a best hint at most
+    tuning.descend_within above it and not from one further off; without one it always runs."""
+    climbed = 0
+    for seed in range(30):
+        rng = random.Random(4200 + seed)
+        schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+        inputs = gpt_inputs(rng, schedule, vpp)
+        start = quick_partition(inputs, MODES)
+        free = improve_config(inputs, modes=MODES, hints=(start,))
+        if len(free) < 2:  # infeasible, or no move improves it: nothing to tell apart
+            continue
+        climbed += 1
+        hint = free[0].score.step_time_s
+        near = improve_config(
+            inputs, modes=MODES, hints=(start,), bound_s=hint / (1 + TUNING.descend_within)
+        )
+        assert [sc.partition for sc in near] == [sc.partition for sc in free]
+        far = hint / (1 + TUNING.descend_within) / 1.001
+        assert [
+            sc.partition for sc in improve_config(inputs, modes=MODES, hints=(start,), bound_s=far)
+        ] == [start]
+    assert climbed >= 3  # the cases exercise the climb (4 of these 30 seeds climb)
 
 
 @pytest.mark.parametrize(

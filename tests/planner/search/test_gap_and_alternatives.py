@@ -8,7 +8,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from planner.search import search
+from planner.search import run_search, search
 
 from .helpers import DEEP, gpt_request
 from .random_requests import random_request, solve_in_mode
@@ -154,3 +154,16 @@ def test_top_k_says_why_when_fewer_configurations_fit() -> None:
     assert len(result.alternatives) == 1
     note = result.search.alternatives_note
     assert note is not None and note.startswith("1 of 5: only 1 other configuration")
+
+
+def test_a_zero_bubble_of_pp_1_is_proven_before_any_pipeline_is_swept() -> None:
+    # pp = 1 groups come first in the sweep; with a zero-bubble plan among them, the sweep
+    # stops for its proof, and every pp > 1 group is then settled without PartitionInputs.
+    req = gpt_request(
+        constraints={"memory_cap_gib": 76, "micro_batch_sizes": [1, 2]}, objective="bubble"
+    )
+    out = run_search(req, clock=time.monotonic)
+    assert out.status == "OPTIMAL" and out.best is not None
+    assert out.best[1].score.bubble_fraction == 0.0 and out.best[0].config.pp == 1
+    assert out.entries and all(e.config.pp == 1 for e in out.entries)
+    assert out.group_time_pruned > 0  # the pipelines, settled by the proven zero bubble

@@ -2,7 +2,9 @@
 greedy it implements: fastest modes, then, while the fullest rank is over the cap, step that
 rank's layer with the most bytes saved per second added (first of equals) to the heavier mode
 that saves most per second (modes that save nothing stepped over). A rank with one held point
-counts its stages' in-flight peaks; one with several (interleaved, zbv) counts each held point
+counts its stages' in-flight peaks plus the larger of the loss temporary and its largest
+recompute transient, times 1 + fragmentation (what the scorer can charge it at most); one
+with several (interleaved, zbv) counts each held point
 as the scorer does, and its steps save bytes at its fullest point until that point fits (then
 the fullest again)."""
 
@@ -48,12 +50,18 @@ def plain_greedy(
         points = inputs.rank_points[r]
         if len(points) > 1:
             return max(((point_mem(r, p), p) for p in points), key=lambda t: t[0])
-        total = inputs.fixed_bytes
+        # one held point: each stage at its peak count, plus the larger of the loss temporary
+        # (the last stage's rank) and the largest recompute transient of the rank
+        total, held = inputs.fixed_bytes, 0.0
+        extra = inputs.loss_bytes if inputs.stage_rank[-1] == r else 0.0
         for i in range(inputs.num_layers):
             if rank[i] == r:
-                a = inputs.activation_bytes[i][ks[cur[i]]]
-                total += inputs.static_bytes[i] + inputs.inflight[stage[i]] * a
-        return total, None
+                a = inputs.activation_bytes[i]
+                total += inputs.static_bytes[i]
+                held += inputs.inflight[stage[i]] * a[ks[cur[i]]]
+                if inputs.recompute_transient and ks[cur[i]] != 0:
+                    extra = max(extra, a[0] - a[ks[cur[i]]])
+        return total + grow * (held + extra), None
 
     stick: tuple[int, HeldPoint] | None = None  # a fullest point not fitting yet
     while True:

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from api.store.db import read_scalar
+from api.store.db import read_rows, read_scalar
 from api.store.ids import new_id
 from api.store.tables import PlanRow, PlanTagRow, SubmissionRow, utcnow
 from planner.cost.version import COST_MODEL_VERSION
@@ -128,7 +128,7 @@ class Cursor:
 
 @dataclass(frozen=True)
 class Page:
-    rows: list[Row[Any]]  # SUMMARY_COLUMNS, by name or position
+    rows: list[dict[str, Any]]  # SUMMARY_COLUMNS by name
     next_cursor: Cursor | None
 
 
@@ -328,7 +328,7 @@ def _history(shape: tuple[str, ...], sort: str, paged: bool) -> Select[Any]:
 
 
 def list_plans(
-    session: Session,
+    engine: Engine,
     *,
     tenant: str,
     filters: PlanFilters,
@@ -336,18 +336,18 @@ def list_plans(
     page_size: int = 50,
     after: Cursor | None = None,
 ) -> Page:
-    """One page of the history (SUMMARY_COLUMNS rows, SQLAlchemy Core: no ORM objects),
-    ordered by (sort column, id); stable under inserts."""
+    """One page of the history (SUMMARY_COLUMNS rows as dicts), ordered by (sort column, id);
+    stable under inserts. One `read_rows`: the page is the API's most frequent multi-row read."""
     shape, params = _shape(filters)
     params.update(tenant=tenant, limit=page_size + 1)
     if after is not None:
         params.update(after_value=after.value, after_id=after.id)
-    rows = list(session.execute(_history(shape, sort, after is not None), params).all())
+    found = read_rows(engine, _history(shape, sort, after is not None), params)
+    rows = [dict(zip(SUMMARY_COLUMNS, r, strict=True)) for r in found[:page_size]]
     next_cursor = None
-    if len(rows) > page_size:
-        rows = rows[:page_size]
+    if len(found) > page_size:
         last = rows[-1]
-        next_cursor = Cursor(sort=sort, value=getattr(last, sort.lstrip("-")), id=last.id)
+        next_cursor = Cursor(sort=sort, value=last[sort.lstrip("-")], id=last["id"])
     return Page(rows=rows, next_cursor=next_cursor)
 
 

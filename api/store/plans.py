@@ -19,8 +19,8 @@ from sqlalchemy import (
     and_,
     bindparam,
     exists,
-    or_,
     select,
+    tuple_,
 )
 from sqlalchemy.orm import Session
 
@@ -317,12 +317,13 @@ def _history(shape: tuple[str, ...], sort: str, paged: bool) -> Select[Any]:
     col, id_col = PLANS.c[sort.lstrip("-")], PLANS.c.id
     conds = [PLANS.c.tenant == bindparam("tenant"), *(_condition(name) for name in shape)]
     if paged:
-        value: BindParameter[Any] = bindparam("after_value")
-        after_id: BindParameter[Any] = bindparam("after_id")
-        if desc:
-            conds.append(or_(col < value, and_(col == value, id_col < after_id)))
-        else:
-            conds.append(or_(col > value, and_(col == value, id_col > after_id)))
+        # a row comparison, not `col < v OR (col = v AND id < i)`: PostgreSQL bounds the index
+        # scan by it (a page after 900 rows of the load bench's filters: 59 buffers, 0.13 ms;
+        # the OR took a bitmap scan of 143 buffers, 6.4 ms); SQLite has row values since 3.15
+        value: BindParameter[Any] = bindparam("after_value", type_=col.type)
+        after_id: BindParameter[Any] = bindparam("after_id", type_=id_col.type)
+        key, after = tuple_(col, id_col), tuple_(value, after_id)
+        conds.append(key < after if desc else key > after)
     order = (col.desc(), id_col.desc()) if desc else (col.asc(), id_col.asc())
     return select(*_SUMMARY).where(*conds).order_by(*order).limit(bindparam("limit"))
 

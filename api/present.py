@@ -9,10 +9,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row
-
 from api.problems import ProblemError
-from api.store.plans import SUMMARY_COLUMNS, Cursor, PlanFilters, StoredPlan
+from api.store.plans import Cursor, PlanFilters, StoredPlan
 from api.store.submissions import SubmissionFilters
 from planner.plan import recompute_summary
 from planner.specs.limits import bad_text_reason
@@ -74,11 +72,9 @@ def _summarised(plan: Any) -> Any:
     return {**plan, "recompute": summary, "recompute_blocks": blocks}
 
 
-def plan_summary(row: Row[Any]) -> dict[str, Any]:
-    """A history row (api.store.plans.SUMMARY_COLUMNS) as PlanSummary's fields."""
-    doc = dict(zip(SUMMARY_COLUMNS, row, strict=True))
-    doc["cost_model_version"] = row.cost_model_version or "unknown"
-    return doc
+def plan_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """A history row (api.store.plans.SUMMARY_COLUMNS by name) as PlanSummary's fields."""
+    return {**row, "cost_model_version": row["cost_model_version"] or "unknown"}
 
 
 def filters_key(filters: PlanFilters | SubmissionFilters) -> str:

@@ -109,16 +109,15 @@ def _job(state: AppState, tenant: str, job_id: str) -> dict[str, Any] | None:
 
 
 def _recent(state: AppState, tenant: str) -> list[Any]:
-    with state.sessions() as session:
-        page = plan_store.list_plans(
-            session,
-            tenant=tenant,
-            filters=PlanFilters(),
-            sort="-created_at",
-            page_size=RECENT,
-            after=None,
-        )
-    return list(page.rows)
+    page = plan_store.list_plans(
+        state.engine,
+        tenant=tenant,
+        filters=PlanFilters(),
+        sort="-created_at",
+        page_size=RECENT,
+        after=None,
+    )
+    return page.rows
 
 
 async def _render(

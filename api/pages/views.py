@@ -115,10 +115,9 @@ async def history_page(request: Request, state: StateDep) -> Response:
 
 
 def _page(state: AppState, tenant: str, filters: PlanFilters, sort: str, after: Any) -> Any:
-    with state.sessions() as session:
-        return plan_store.list_plans(
-            session, tenant=tenant, filters=filters, sort=sort, page_size=50, after=after
-        )
+    return plan_store.list_plans(
+        state.engine, tenant=tenant, filters=filters, sort=sort, page_size=50, after=after
+    )
 
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)

@@ -289,10 +289,10 @@ async def list_plans(request: Request, principal: PrincipalDep, state: StateDep)
     )
     sort = q.sort
     after = decode_cursor(q.page_token, sort=sort, filters=filters) if q.page_token else None
-    page = await in_session(
+    page = await in_thread(
         state,
-        lambda session: plan_store.list_plans(
-            session,
+        lambda: plan_store.list_plans(
+            state.engine,
             tenant=principal.tenant,
             filters=filters,
             sort=sort,

@@ -19,12 +19,12 @@ from sqlalchemy import (
     and_,
     bindparam,
     exists,
-    or_,
     select,
+    tuple_,
 )
 from sqlalchemy.orm import Session
 
-from api.store.db import read_scalar
+from api.store.db import read_rows, read_scalar
 from api.store.ids import new_id
 from api.store.tables import PlanRow, PlanTagRow, SubmissionRow, utcnow
 from planner.cost.version import COST_MODEL_VERSION
@@ -128,7 +128,7 @@ class Cursor:
 
 @dataclass(frozen=True)
 class Page:
-    rows: list[Row[Any]]  # SUMMARY_COLUMNS, by name or position
+    rows: list[dict[str, Any]]  # SUMMARY_COLUMNS by name
     next_cursor: Cursor | None
 
 
@@ -317,18 +317,19 @@ def _history(shape: tuple[str, ...], sort: str, paged: bool) -> Select[Any]:
     col, id_col = PLANS.c[sort.lstrip("-")], PLANS.c.id
     conds = [PLANS.c.tenant == bindparam("tenant"), *(_condition(name) for name in shape)]
     if paged:
-        value: BindParameter[Any] = bindparam("after_value")
-        after_id: BindParameter[Any] = bindparam("after_id")
-        if desc:
-            conds.append(or_(col < value, and_(col == value, id_col < after_id)))
-        else:
-            conds.append(or_(col > value, and_(col == value, id_col > after_id)))
+        # a row comparison, not `col < v OR (col = v AND id < i)`: PostgreSQL bounds the index
+        # scan by it (a page after 900 rows of the load bench's filters: 59 buffers, 0.13 ms;
+        # the OR took a bitmap scan of 143 buffers, 6.4 ms); SQLite has row values since 3.15
+        value: BindParameter[Any] = bindparam("after_value", type_=col.type)
+        after_id: BindParameter[Any] = bindparam("after_id", type_=id_col.type)
+        key, after = tuple_(col, id_col), tuple_(value, after_id)
+        conds.append(key < after if desc else key > after)
     order = (col.desc(), id_col.desc()) if desc else (col.asc(), id_col.asc())
     return select(*_SUMMARY).where(*conds).order_by(*order).limit(bindparam("limit"))
 
 
 def list_plans(
-    session: Session,
+    engine: Engine,
     *,
     tenant: str,
     filters: PlanFilters,
@@ -336,18 +337,18 @@ def list_plans(
     page_size: int = 50,
     after: Cursor | None = None,
 ) -> Page:
-    """One page of the history (SUMMARY_COLUMNS rows, SQLAlchemy Core: no ORM objects),
-    ordered by (sort column, id); stable under inserts."""
+    """One page of the history (SUMMARY_COLUMNS rows as dicts), ordered by (sort column, id);
+    stable under inserts. One `read_rows`: the page is the API's most frequent multi-row read."""
     shape, params = _shape(filters)
     params.update(tenant=tenant, limit=page_size + 1)
     if after is not None:
         params.update(after_value=after.value, after_id=after.id)
-    rows = list(session.execute(_history(shape, sort, after is not None), params).all())
+    found = read_rows(engine, _history(shape, sort, after is not None), params)
+    rows = [dict(zip(SUMMARY_COLUMNS, r, strict=True)) for r in found[:page_size]]
     next_cursor = None
-    if len(rows) > page_size:
-        rows = rows[:page_size]
+    if len(found) > page_size:
         last = rows[-1]
-        next_cursor = Cursor(sort=sort, value=getattr(last, sort.lstrip("-")), id=last.id)
+        next_cursor = Cursor(sort=sort, value=last[sort.lstrip("-")], id=last["id"])
     return Page(rows=rows, next_cursor=next_cursor)
 
 

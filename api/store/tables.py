@@ -81,12 +81,16 @@ class PlanRow(Base):
         Index("ix_plans_tenant_created", "tenant", "created_at", "id"),
         Index("ix_plans_tenant_step", "tenant", "step_time_s", "id"),
         Index("ix_plans_tenant_tps", "tenant", "tokens_per_s", "id"),
-        Index("ix_plans_tenant_model", "tenant", "model_name", "created_at"),
-        Index("ix_plans_tenant_hash", "tenant", "model_hash", "created_at"),
-        Index("ix_plans_tenant_gpu", "tenant", "gpu", "num_gpus", "created_at"),
-        Index("ix_plans_tenant_request", "tenant", "request_hash", "created_at"),
-        Index("ix_plans_tenant_version", "tenant", "cost_model_version", "created_at"),
-        Index("ix_plans_tenant_calibration", "tenant", "calibration_id", "created_at"),
+        # filtered history (ordered by created_at, id): equality filters, then the order with
+        # its tie-breaker id, then columns other filters check on the index entry (0007)
+        Index(
+            "ix_plans_tenant_model", "tenant", "model_name", "created_at", "id", "gpu", "num_gpus"
+        ),
+        Index("ix_plans_tenant_hash", "tenant", "model_hash", "created_at", "id"),
+        Index("ix_plans_tenant_gpu", "tenant", "gpu", "created_at", "id", "num_gpus"),
+        Index("ix_plans_tenant_request", "tenant", "request_hash", "created_at", "id"),
+        Index("ix_plans_tenant_version", "tenant", "cost_model_version", "created_at", "id"),
+        Index("ix_plans_tenant_calibration", "tenant", "calibration_id", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)

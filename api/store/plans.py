@@ -195,32 +195,29 @@ _GET_DOCUMENT = select(
     .where(_SUBMISSIONS.c.tenant == bindparam("tenant"), _SUBMISSIONS.c.plan_id == PLANS.c.id)
     .label("has_submissions"),
 ).where(PLANS.c.id == bindparam("plan_id"), PLANS.c.tenant == bindparam("tenant"))
-_FIND_CACHED = (
-    select(*_DOCUMENT)
-    .where(
-        PLANS.c.tenant == bindparam("tenant"),
-        PLANS.c.request_hash == bindparam("request_hash"),
-        PLANS.c.cost_model_version == bindparam("version"),
+
+
+def _newest_for_request(*columns: Any) -> Select[Any]:
+    """`columns` of the newest plan of a tenant for a request hash under a cost-model version
+    (the plan a cached POST answers with)."""
+    return (
+        select(*columns)
+        .where(
+            PLANS.c.tenant == bindparam("tenant"),
+            PLANS.c.request_hash == bindparam("request_hash"),
+            PLANS.c.cost_model_version == bindparam("version"),
+        )
+        .order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc())
+        .limit(1)
     )
-    .order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc())
-    .limit(1)
-)
 
 
+_FIND_CACHED = _newest_for_request(*_DOCUMENT)
+_FIND_CACHED_ID = _newest_for_request(PLANS.c.id)
 _HAS_SUBMISSIONS = select(
     exists().where(
         _SUBMISSIONS.c.tenant == bindparam("tenant"), _SUBMISSIONS.c.plan_id == bindparam("plan_id")
     )
-)
-_FIND_CACHED_ID = (
-    select(PLANS.c.id)
-    .where(
-        PLANS.c.tenant == bindparam("tenant"),
-        PLANS.c.request_hash == bindparam("request_hash"),
-        PLANS.c.cost_model_version == bindparam("version"),
-    )
-    .order_by(PLANS.c.created_at.desc(), PLANS.c.id.desc())
-    .limit(1)
 )
 
 

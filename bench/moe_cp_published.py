@@ -172,6 +172,27 @@ def _row(
     }
 
 
+def _tokens_row(
+    name: str,
+    req: PlanRequest,
+    pred: Prediction,
+    candidate: Candidate,
+    published: float,
+    num_gpus: int,
+) -> dict[str, Any]:
+    """A row checked on tokens per second per GPU, with the relative error of the prediction."""
+    per_gpu = pred.tokens_per_s / num_gpus
+    return _row(
+        name,
+        req,
+        pred,
+        candidate,
+        published_tokens_per_s_per_gpu=published,
+        predicted_tokens_per_s_per_gpu=round(per_gpu, 1),
+        error=round((per_gpu - published) / published, 4),
+    )
+
+
 def llama3_405b(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any]]:
     arch = dense_arch(case["model"], doc["models"][case["model"]])
     cfg, seq = case["config"], case["seq_length"]
@@ -227,19 +248,8 @@ def torchtitan(doc: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any]
         req = request(arch, case, num_gpus=n, gbs=dp, seq=seq, framework="torchtitan")
         base = Candidate(cp=cp, cp_comm="all_gather", dp=dp, zero_stage=3)
         c, pred = least_recompute(req, base)
-        per_gpu = pred.tokens_per_s / n
         published = float(point["tokens_per_s_per_gpu"])
-        out.append(
-            _row(
-                f"{case['name']}@cp{cp}",
-                req,
-                pred,
-                c,
-                published_tokens_per_s_per_gpu=published,
-                predicted_tokens_per_s_per_gpu=round(per_gpu, 1),
-                error=round((per_gpu - published) / published, 4),
-            )
-        )
+        out.append(_tokens_row(f"{case['name']}@cp{cp}", req, pred, c, published, n))
     return out
 
 
@@ -276,18 +286,8 @@ def torchtitan_405b(doc: dict[str, Any]) -> list[dict[str, Any]]:
             recompute="full",
         )
         pred = evaluate(req, base)
-        per_gpu = pred.tokens_per_s / 512
-        out.append(
-            _row(
-                f"torchtitan-llama3.1-405b-table6@cp{cp}",
-                req,
-                pred,
-                base,
-                published_tokens_per_s_per_gpu=published,
-                predicted_tokens_per_s_per_gpu=round(per_gpu, 1),
-                error=round((per_gpu - published) / published, 4),
-            )
-        )
+        name = f"torchtitan-llama3.1-405b-table6@cp{cp}"
+        out.append(_tokens_row(name, req, pred, base, published, 512))
     return out
 
 

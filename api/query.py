@@ -3,7 +3,7 @@ described in the OpenAPI document as FastAPI describes single query parameters.
 
 FastAPI resolves each declared query parameter on every request through its dependency
 machinery (annotation inspection per field and per request): with the history's 17 parameters
-that was about a third of a history page's CPU (bench/api_profile.py). A route that reads its
+that costs about a third of a history page's CPU (bench/api_profile.py). A route that reads its
 parameters with `read_query` declares them with `openapi_extra=query_openapi(Model)`; a value
 that does not validate is the same `RequestValidationError` (location `query.<name>`) that
 FastAPI raises, so it becomes the same 422 in `api/problems.py`."""

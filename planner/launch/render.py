@@ -67,7 +67,13 @@ def unsupported(
             "the plan carries no model shapes (arch): Megatron needs --num-layers, "
             "--hidden-size, --num-attention-heads and --ffn-hidden-size"
         )
-    return reasons + _CHECKS[framework](v)
+    return reasons + view_unsupported(v, framework)
+
+
+def view_unsupported(v: LaunchView, framework: Framework) -> list[str]:
+    """The framework's own check of a launch view: what `unsupported` runs once it has built
+    the view (the search builds views of its configurations directly)."""
+    return _CHECKS[framework](v)
 
 
 def render(

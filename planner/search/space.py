@@ -35,14 +35,13 @@ whether they are (planner.search.driver._mark_dominated compares their Partition
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, get_args
 
 from planner.cost import PartitionInputs
 from planner.launch.capabilities import FrameworkCaps, capabilities
-from planner.launch.frameworks import deepspeed, megatron, meshplan, torchtitan
 from planner.launch.layers import LaunchView
+from planner.launch.render import view_unsupported
 from planner.search.model import StageSplit, layer_runs
 from planner.specs.base import RECOMPUTE_MODES, SCHEDULES, CpComm, RecomputeMode, ScheduleName
 from planner.specs.model import ModelArch
@@ -330,7 +329,7 @@ def _sequence_parallel(wanted: bool | None, caps: FrameworkCaps | None) -> list[
 
 def _unsupported(request: PlanRequest, config: Config) -> list[str]:
     """What the request's framework finds against `config` (stage split still open): the
-    framework's check (planner.launch.render.unsupported's) on the LaunchView that
+    framework's check (planner.launch.render.view_unsupported) on the LaunchView that
     planner.launch.layers.view builds from config.candidate(), built here without the
     Candidate (validating one per configuration was most of the enumeration of a framework
     request: 322,080 for Mixtral 8x7B under megatron). tests/planner/search/
@@ -360,16 +359,7 @@ def _unsupported(request: PlanRequest, config: Config) -> list[str]:
         etp=config.etp,
         cp_comm=config.cp_comm,
     )
-    return _CHECKS[fw](v)
-
-
-# planner.launch.render's checks of a candidate, by framework
-_CHECKS: dict[str, Callable[[LaunchView], list[str]]] = {
-    "meshplan": meshplan.unsupported,
-    "megatron": megatron.unsupported,
-    "torchtitan": torchtitan.unsupported,
-    "deepspeed": deepspeed.unsupported,
-}
+    return view_unsupported(v, fw)
 
 
 def _schedule_vpps(

@@ -44,17 +44,11 @@ from planner.errors import InfeasibleError
 from planner.launch.capabilities import CAPABILITIES
 from planner.plan import Prediction
 from planner.search import search
+from planner.search.explain import CONFIG_FIELDS
 from planner.specs import PlanRequest
 
 KINDS = ("plain", "framework", "bubble", *FOLDED_KINDS)
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
-
-
-# the fields that make a plan's configuration (planner.search.explain.differences' names)
-CONFIG_FIELDS = (
-    "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule", "micro_batch_size", "zero_stage",
-    "cp_comm",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)

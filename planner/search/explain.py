@@ -121,16 +121,19 @@ def _folded(request: PlanRequest, cfg: Config) -> list[str]:
     return lines
 
 
+# the fields that make a configuration (Config's, named as on Plan and Candidate)
+CONFIG_FIELDS = (
+    "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule", "micro_batch_size", "zero_stage",
+    "cp_comm",
+)  # fmt: skip
+
+
 def differences(chosen: Config, best: Scored, other: Config, sc: Scored) -> str:
     """How an alternative differs from the chosen plan: the fields that differ, then its
     prediction against the chosen one's."""
-    names = (
-        "tp", "cp", "pp", "dp", "ep", "etp", "vpp", "schedule", "micro_batch_size",
-        "zero_stage", "cp_comm",
-    )  # fmt: skip
     changed = [
         f"{name} {getattr(chosen, name)} -> {getattr(other, name)}"
-        for name in names
+        for name in CONFIG_FIELDS
         if getattr(chosen, name) != getattr(other, name)
     ]
     a, b = best.score, sc.score

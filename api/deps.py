@@ -9,7 +9,7 @@ from anyio import to_thread
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from api.auth import require_principal
+from api.auth import principal_bearer
 from api.state import AppState, app_state
 from api.store.db import read_session, session_scope
 from api.store.keys import Principal
@@ -34,7 +34,8 @@ def get_session(state: StateDep) -> Iterator[Session]:
 # database went away) becomes its problem response instead of a dropped connection
 # (https://fastapi.tiangolo.com/tutorial/dependencies/dependencies-with-yield/#early-exit-and-scope).
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
-PrincipalDep = Annotated[Principal, Depends(require_principal)]
+# one security dependency (api.auth.PrincipalBearer): header, key, principal
+PrincipalDep = Annotated[Principal, Depends(principal_bearer)]
 
 
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:

@@ -370,7 +370,7 @@ def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[flo
     unswept group's floor is only
     what is already known: its own (computed earlier), else its work kinds' (`_work_floor`
     from `out.work_kinds`, no cost model called), else 0 (a step takes positive time, so the
-    bound stays a valid lower bound; the gap is then infinite). The bound of a search cut by
+    bound stays a valid lower bound; no gap is then stated: None). The bound of a search cut by
     its limit thus costs a scan of what was computed, not a cost model call per group."""
     floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
     src = out.source if out.source is not None else resolve_costs(request)
@@ -448,8 +448,9 @@ def _bounds(
         bound_bubble = 0.0 if floors else bubble
         if bubble > bound_bubble:
             return low, bubble - bound_bubble, bound_bubble
-        return low, incumbent / low - 1.0 if low > 0 else math.inf, bound_bubble
-    return low, (incumbent / low - 1.0 if low > 0 else math.inf), None
+        return low, incumbent / low - 1.0 if low > 0 else None, bound_bubble
+    # a bound of 0 (an unswept group whose floor is not known) proves no finite gap: None
+    return low, (incumbent / low - 1.0 if low > 0 else None), None
 
 
 def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) -> bool:

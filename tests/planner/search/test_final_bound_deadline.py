@@ -4,6 +4,7 @@ stays at most the proven optimum."""
 
 from __future__ import annotations
 
+from planner.search import search
 from planner.search.driver import Outcome, run_search
 from planner.search.space import Config
 from planner.specs import PlanRequest
@@ -52,3 +53,13 @@ def test_the_final_bound_past_the_deadline_builds_no_new_floor() -> None:
     assert out.lower_bound_s is not None
     assert out.lower_bound_s <= out.best[1].score.step_time_s
     assert out.elapsed_s == 1e9  # the clock read after the limit ends it: no extra pass
+
+
+def test_a_search_cut_past_the_deadline_states_no_infinite_gap() -> None:
+    result = search(_request(5.0), clock=JumpClock(3))
+    stats = result.search
+    assert stats.status == "FEASIBLE"
+    assert stats.lower_bound_s is not None and stats.lower_bound_s >= 0.0
+    # a bound of 0 proves no finite gap: the gap is then not stated (None), never inf
+    assert stats.gap is None or 0.0 <= stats.gap < float("inf")
+    assert (stats.gap is None) == (stats.lower_bound_s == 0.0)

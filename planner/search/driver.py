@@ -364,9 +364,17 @@ def settled(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
 def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[float] | None:
     """The floors of every configuration not settled (entries, then unswept groups: their
     schedule-independent floors, computed once per group when `sweep`); None when an
-    unswept group has no floor yet."""
+    unswept group has no floor yet.
+
+    Once the search's clock has passed search.time_limit_s plus tuning.finish_slack_s, an
+    unswept group's floor is only
+    what is already known: its own (computed earlier), else its work kinds' (`_work_floor`
+    from `out.work_kinds`, no cost model called), else 0 (a step takes positive time, so the
+    bound stays a valid lower bound; no gap is then stated: None). The bound of a search cut by
+    its limit thus costs a scan of what was computed, not a cost model call per group."""
     floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
     src = out.source if out.source is not None else resolve_costs(request)
+    deadline = request.search.time_limit_s + out.tuning.finish_slack_s
     for members in out.pending:
         if bubble_closed(request, out, members[0].pp):  # a group shares its pp
             continue
@@ -374,6 +382,9 @@ def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[flo
         if key not in out.pending_floors:
             if not sweep:
                 return None
+            if out.now() >= deadline:
+                floors.append(_work_floor(request, src, out, members, known=True) or 0.0)
+                continue
             out.pending_floors[key] = _work_floor(request, src, out, members)
         floor = out.pending_floors[key]
         if floor is not None:
@@ -382,7 +393,12 @@ def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[flo
 
 
 def _work_floor(
-    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
+    request: PlanRequest,
+    src: CostSource,
+    out: Outcome,
+    members: list[Config],
+    *,
+    known: bool = False,
 ) -> float | None:
     """A time floor of every configuration of an unswept group, cheap enough for thousands:
     bounds.time_floor_s's first two terms, the average busy time m W / pp and micro-batch 0's
@@ -390,14 +406,22 @@ def _work_floor(
     (cp, cp_comm, ep, etp) and on whether the schedule splits the backward
     (LayerCost.split_costs), not on pp, dp or ZeRO, so one (W, C) per such kind serves every
     group (kept in `out.work_kinds`), computed from the layer costs and links without building
-    the PartitionInputs (planner.search.kinds). None if the cost source has costs for no
-    member."""
+    the PartitionInputs (planner.search.kinds). The members of a group share m and pp, so
+    each of its (at most two) kinds is evaluated once. None if the cost source has costs for
+    no member, or, with `known`, if a member's kind was never computed (its floor is then
+    not known without calling the cost model)."""
     floors = []
+    seen: set[tuple[object, ...]] = set()
     for cfg in members:
         split = cfg.schedule in SPLIT_BACKWARD
         folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
         key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split, *folded)
+        if key in seen:
+            continue
+        seen.add(key)
         if key not in out.work_kinds:
+            if known:
+                return None  # a floor of some members only is not a floor of the group
             try:
                 out.work_kinds[key] = kind_work(request, src, cfg)  # no inputs built
             except (SpecError, ValueError):
@@ -424,8 +448,9 @@ def _bounds(
         bound_bubble = 0.0 if floors else bubble
         if bubble > bound_bubble:
             return low, bubble - bound_bubble, bound_bubble
-        return low, incumbent / low - 1.0 if low > 0 else math.inf, bound_bubble
-    return low, (incumbent / low - 1.0 if low > 0 else math.inf), None
+        return low, incumbent / low - 1.0 if low > 0 else None, bound_bubble
+    # a bound of 0 (an unswept group whose floor is not known) proves no finite gap: None
+    return low, (incumbent / low - 1.0 if low > 0 else None), None
 
 
 def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) -> bool:

@@ -32,6 +32,10 @@ class SearchTuning:
     - `alternatives_share`, `alternative_tries`: the alternatives pass (top_k), at most that
       share of the limit and that many configurations scored per alternative asked.
     - `progress_every_s`: seconds of the search's clock between two progress reports.
+    - `finish_slack_s`: seconds past search.time_limit_s in which the final bound may still
+      compute the work floors of groups never swept (one cost-model call per work kind not
+      yet seen); past it, such a group counts only a floor already known (else 0, still a
+      valid bound). A search that has an incumbent ends by then, plus one group's floors.
 
     One configuration (planner.search.exact):
     - `lp_rounds`: cutting-plane rounds on the LP relaxation before anything else;
@@ -63,6 +67,7 @@ class SearchTuning:
     alternatives_share: float = 0.1
     alternative_tries: int = 4
     progress_every_s: float = 0.1
+    finish_slack_s: float = 0.25
     lp_rounds: int = 10
     lp_shift_rounds: int = 3
     lp_max_cells: int = 20_000
@@ -116,6 +121,7 @@ class SearchTuning:
             "incumbent_cap": self.incumbent_cap,
             "reserve_s": self.reserve_s,
             "progress_every_s": self.progress_every_s,
+            "finish_slack_s": self.finish_slack_s,
             "model_build_s": self.model_build_s,
             "model_build_margin": self.model_build_margin,
         }

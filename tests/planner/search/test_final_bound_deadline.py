@@ -1,0 +1,65 @@
+"""Past its time limit and tuning.finish_slack_s, the final bound over groups never swept
+calls no cost model: each such group counts a floor already known, else 0, and the bound
+stays at most the proven optimum."""
+
+from __future__ import annotations
+
+from planner.search import search
+from planner.search.driver import Outcome, run_search
+from planner.search.space import Config
+from planner.specs import PlanRequest
+
+from .helpers import DEEP, gpt_request
+
+
+class JumpClock:
+    """Reads 0 for its first `calls` reads, then a time far past any limit: the search is out
+    of time from a known step on, whatever the machine's load."""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+
+    def __call__(self) -> float:
+        self.left -= 1
+        return 0.0 if self.left >= 0 else 1e9
+
+
+def _request(limit: float) -> PlanRequest:
+    return gpt_request(
+        model=DEEP,
+        cluster={"gpu": "A100-SXM-80GB", "num_gpus": 512, "gpus_per_node": 8},
+        training={"global_batch_size": 1024, "seq_length": 2048},
+        search={"time_limit_s": limit, "top_k": 0},
+    )
+
+
+def _swept_configs(out: Outcome) -> list[Config]:
+    swept = [e.config for e in out.entries]
+    for group in [*out.memory_groups, *out.time_groups]:
+        swept.extend(group.members)
+    return swept
+
+
+def test_the_final_bound_past_the_deadline_builds_no_new_floor() -> None:
+    out = run_search(_request(5.0), clock=JumpClock(3))
+    assert out.pending, "the jump must leave groups unswept for this test to mean anything"
+    assert out.best is not None and out.status == "FEASIBLE"
+    # The work kinds computed are those of groups the sweep reached, not of the unswept ones.
+    reached = {(c.tp, c.micro_batch_size, c.sequence_parallel) for c in _swept_configs(out)}
+    assert {key[:3] for key in out.work_kinds} <= reached
+    unswept = {(c.tp, c.micro_batch_size, c.sequence_parallel) for ms in out.pending for c in ms}
+    assert unswept - reached, "some unswept group must be of a kind never computed"
+    # The bound is still a lower bound: never above the incumbent's time.
+    assert out.lower_bound_s is not None
+    assert out.lower_bound_s <= out.best[1].score.step_time_s
+    assert out.elapsed_s == 1e9  # the clock read after the limit ends it: no extra pass
+
+
+def test_a_search_cut_past_the_deadline_states_no_infinite_gap() -> None:
+    result = search(_request(5.0), clock=JumpClock(3))
+    stats = result.search
+    assert stats.status == "FEASIBLE"
+    assert stats.lower_bound_s is not None and stats.lower_bound_s >= 0.0
+    # a bound of 0 proves no finite gap: the gap is then not stated (None), never inf
+    assert stats.gap is None or 0.0 <= stats.gap < float("inf")
+    assert (stats.gap is None) == (stats.lower_bound_s == 0.0)

@@ -367,11 +367,11 @@ def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[flo
     unswept group has no floor yet.
 
     Once the search's clock has passed search.time_limit_s plus tuning.finish_slack_s, an
-    unswept group's floor is only
-    what is already known: its own (computed earlier), else its work kinds' (`_work_floor`
-    from `out.work_kinds`, no cost model called), else 0 (a step takes positive time, so the
-    bound stays a valid lower bound; no gap is then stated: None). The bound of a search cut by
-    its limit thus costs a scan of what was computed, not a cost model call per group."""
+    unswept group's floor is only what is already known: its own (computed earlier), else its
+    work kinds' (`_work_floor` from `out.work_kinds`, no cost model called), else 0 (a step
+    takes positive time, so the bound stays a valid lower bound; no gap is then stated: None).
+    The bound of a search cut by its limit thus costs a scan of what was computed, not a cost
+    model call per group."""
     floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
     src = out.source if out.source is not None else resolve_costs(request)
     deadline = request.search.time_limit_s + out.tuning.finish_slack_s

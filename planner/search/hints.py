@@ -28,6 +28,9 @@ from planner.specs.base import RecomputeMode
 # Bisection steps of the balanced split's bottleneck (_split): 2^-40 of the total work, far
 # below any step-time difference the simulator resolves.
 BISECTION_STEPS = 40
+# Re-splits of `reweighted` on the repaired modes' layer times: each costs one split and one
+# repair of the ranks whose layers changed.
+REWEIGHT_ROUNDS = 3
 
 
 @lru_cache(maxsize=512)
@@ -382,7 +385,39 @@ def hint_partitions(
     for bounds in splits:
         out.append(repaired(inputs, bounds, modes))
         out.extend(Partition(bounds, (m,) * inputs.num_layers) for m in modes)
+    out.extend(reweighted(inputs, out[0], modes))
     return tuple(dict.fromkeys(out))
+
+
+def reweighted(
+    inputs: PartitionInputs, start: Partition, modes: tuple[RecomputeMode, ...]
+) -> list[Partition]:
+    """Splits balanced on the layer times of the last repair's modes, each repaired again
+    (at most REWEIGHT_ROUNDS, until a split repeats).
+
+    Why: a split balanced for the fastest mode puts as many layers on the stages that hold
+    the most micro-batches in flight (1F1B's first) as on the others, and its repair then
+    buys their memory with recompute there, the critical rank's time. Weighing each layer
+    by its time in the mode its repair chose moves layers off the recomputing stages, which
+    need less recompute then. Qwen3-30B-A3B on 8 H100s, tp = 1 pp = 8 1F1B ZeRO-0: the
+    balanced split repaired is 6.284 s, the first reweighted split 5.177 s, the exact
+    optimum, without the hill climb (tests/planner/search/test_reweighted.py)."""
+    out: list[Partition] = []
+    seen = {start.bounds}
+    current = start
+    for _ in range(REWEIGHT_ROUNDS):
+        ks = [MODE_INDEX[m] for m in current.modes]
+        weights = tuple(
+            inputs.fw_s[i] + inputs.bw_input_s[i][ks[i]] + inputs.bw_weight_s[i]
+            for i in range(inputs.num_layers)
+        )
+        bounds = _split(weights, inputs.num_stages)
+        if bounds in seen:
+            break
+        seen.add(bounds)
+        current = repaired(inputs, bounds, modes)
+        out.append(current)
+    return out
 
 
 def quick_partition(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Partition:

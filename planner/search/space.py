@@ -35,6 +35,8 @@ whether they are (planner.search.driver._mark_dominated compares their Partition
 
 from __future__ import annotations
 
+import gc
+import itertools
 from dataclasses import dataclass
 from typing import NamedTuple, get_args
 
@@ -168,7 +170,22 @@ def stage_split(request: PlanRequest) -> StageSplit:
 
 
 def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
-    """Every configuration the request allows, in a fixed order."""
+    """Every configuration the request allows, in a fixed order.
+
+    The cyclic garbage collector is off while they are built: the enumeration makes no
+    reference cycles, and its collections, each scanning the configurations built so far,
+    were three quarters of building DeepSeek-V3's 3,296,816 on 2,048 GPUs (3.8 s, 0.96 s
+    without them)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _enumerate(request, num_layers)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _enumerate(request: PlanRequest, num_layers: int) -> list[Config]:
     cons, cluster = request.constraints, request.cluster
     caps = capabilities(cons.framework) if cons.framework is not None else None
     n, per_node = cluster.num_gpus, cluster.gpus_per_node
@@ -193,6 +210,7 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
     fused = analytic and request.arch is not None and request.arch.fused_attention
 
     out: list[Config] = []
+    make = tuple.__new__
     for tp in _divisors(n):
         if cons.tp is not None and tp not in cons.tp:
             continue
@@ -224,30 +242,17 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
                         continue
                     m = b // (dp * mbs)
                     scheds = _schedule_vpps(schedules, pp, m, num_layers, max_vpp, cons.vpp)
-                    for sched, vpp in scheds:
-                        for z in zeros:
-                            for sp in sps:
-                                for ep, etp in experts:
-                                    for cc in cp_comms:
-                                        for ms in mode_sets:
-                                            out.append(
-                                                Config(
-                                                    tp,
-                                                    pp,
-                                                    dp,
-                                                    vpp,
-                                                    sched,
-                                                    mbs,
-                                                    m,
-                                                    z,
-                                                    sp,
-                                                    ms,
-                                                    cp=cp,
-                                                    cp_comm=cc,
-                                                    ep=ep,
-                                                    etp=etp,
-                                                )
-                                            )
+                    # the configurations of one (tp, cp, pp, dp, mbs), in nested-loop order;
+                    # tuple.__new__ with Config's fields in order (NamedTuple's own __new__
+                    # binds keywords: three times the cost, over millions of configurations)
+                    for (sched, vpp), z, sp, (ep, etp), cc, ms in itertools.product(
+                        scheds, zeros, sps, experts, cp_comms, mode_sets
+                    ):
+                        out.append(
+                            make(
+                                Config, (tp, pp, dp, vpp, sched, mbs, m, z, sp, ms, cp, cc, ep, etp)
+                            )
+                        )
     if cons.framework is None:
         return out
     return [c for c in out if not _unsupported(request, c)]

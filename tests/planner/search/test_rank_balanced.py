@@ -57,7 +57,11 @@ def test_every_rank_holds_the_same_blocks_within_one(seed: int) -> None:
     inputs = _gpt(rng, schedule, pp, vpp, blocks)
     splits = rank_balanced(inputs)
     assert splits, "some split exists: at least as many layers as stages"
+    # the levelled split (hints._levelled) gives the ranks of the end layers fewer blocks
+    levelled = _levelled_counts(inputs, blocks, pp)
     for bounds in splits:
+        if _rank_blocks(inputs, bounds, pp) == levelled:
+            continue
         assert bounds[0] == 0 and bounds[-1] == inputs.num_layers
         assert all(a < b for a, b in itertools.pairwise(bounds)), bounds  # no empty stage
         counts = [b - a for a, b in itertools.pairwise(bounds)]
@@ -74,6 +78,56 @@ def test_every_rank_holds_the_same_blocks_within_one(seed: int) -> None:
     # and they are among the hints
     hinted = {h.bounds for h in hint_partitions(inputs, MODES, None)}
     assert set(splits) <= hinted
+
+
+def _rank_blocks(inputs: PartitionInputs, bounds: tuple[int, ...], pp: int) -> list[int]:
+    counts = [b - a for a, b in itertools.pairwise(bounds)]
+    held = [c - (s == 0) - (s == len(counts) - 1) for s, c in enumerate(counts)]
+    per_rank = [0] * pp
+    for s, r in enumerate(inputs.stage_rank):
+        per_rank[r] += held[s]
+    return per_rank
+
+
+def _rank_work(inputs: PartitionInputs, counts: list[int]) -> float:
+    """The largest rank work (fw + cheapest backward + weight pass) with `counts` blocks per
+    rank and the embedding and head on the ranks of the first and last stage."""
+
+    def work(i: int) -> float:
+        return inputs.fw_s[i] + min(inputs.bw_input_s[i]) + inputs.bw_weight_s[i]
+
+    ends = [0.0] * len(counts)
+    ends[inputs.stage_rank[0]] += work(0)
+    ends[inputs.stage_rank[-1]] += work(inputs.num_layers - 1)
+    return max(e + n * work(1) for e, n in zip(ends, counts, strict=True))
+
+
+def _levelled_counts(inputs: PartitionInputs, blocks: int, pp: int) -> list[int]:
+    """Blocks per rank of least _rank_work, by moving one block between two ranks from the
+    equal split while that lowers it (a local search, not the hint's water-filling)."""
+    q, rem = divmod(blocks, pp)
+    counts = [q + (r < rem) for r in range(pp)]
+    improved = True
+    while improved:
+        improved = False
+        for a, b in itertools.permutations(range(pp), 2):
+            trial = counts.copy()
+            trial[a] -= 1
+            trial[b] += 1
+            if trial[a] >= 0 and _rank_work(inputs, trial) < _rank_work(inputs, counts) - 1e-12:
+                counts, improved = trial, True
+    return counts
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_levelled_split_reaches_the_least_largest_rank_work(seed: int) -> None:
+    rng = random.Random(9100 + seed)
+    pp = rng.randint(2, 6)
+    blocks = rng.randint(2 * pp, 5 * pp)
+    inputs = _gpt(rng, "zbv", pp, 2, blocks)
+    want = _rank_work(inputs, _levelled_counts(inputs, blocks, pp))
+    got = min(_rank_work(inputs, _rank_blocks(inputs, b, pp)) for b in rank_balanced(inputs))
+    assert got <= want + 1e-12, (got, want)
 
 
 def test_none_for_one_stage_per_rank() -> None:

@@ -192,3 +192,15 @@ def test_an_unfused_attention_core_keeps_cp_at_one() -> None:
     flash = {**gpt, "attention_kernel": "flash"}
     configs = enumerate_configs(request(flash, seq=1024), num_layers=LAYERS)
     assert {c.cp for c in configs} == {1, 2, 4}
+
+
+def test_each_configuration_is_a_whole_config() -> None:
+    # enumerate_configs builds them positionally (tuple.__new__): every field must be filled,
+    # and the expert degrees must fold into the attention layers' tp * cp * dp.
+    configs = enumerate_configs(request(TINY_MOE), num_layers=LAYERS)
+    assert configs
+    for c in configs:
+        assert len(c) == len(Config._fields)
+        assert c == Config(**c._asdict())
+        assert isinstance(c.cp_comm, str) and isinstance(c.modes, tuple)
+        assert (c.tp * c.cp * c.dp) % (c.etp * c.ep) == 0

@@ -54,10 +54,17 @@ def restricted(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> Par
     if len(ks) == len(MODE_INDEX) or not ks:
         return inputs
 
+    # A GPT's layers repeat a few distinct triples: each is folded once (`folded`), so the
+    # sweep's per-configuration cost is a dictionary look-up per layer.
+    folded: dict[tuple[float, float, float], tuple[float, float, float]] = {}
+
     def fold(values: tuple[float, float, float]) -> tuple[float, float, float]:
-        least = min(values[k] for k in ks)
-        a, b, c = (v if k in ks else least for k, v in enumerate(values))
-        return a, b, c
+        out = folded.get(values)
+        if out is None:
+            least = min(values[k] for k in ks)
+            a, b, c = (v if k in ks else least for k, v in enumerate(values))
+            out = folded[values] = (a, b, c)
+        return out
 
     return dataclasses.replace(
         inputs,

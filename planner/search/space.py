@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, get_args
 
@@ -254,7 +255,8 @@ def _enumerate(request: PlanRequest, num_layers: int) -> list[Config]:
                         )
     if cons.framework is None:
         return out
-    return [c for c in out if not _unsupported(request, c)]
+    check = _checker(request)
+    return [c for c in out if not check(c)]
 
 
 def _in_node(degree: int, n: int, per_node: int, cons: Constraints) -> bool:
@@ -338,32 +340,41 @@ def _unsupported(request: PlanRequest, config: Config) -> list[str]:
     Candidate (validating one per configuration was most of the enumeration of a framework
     request: 322,080 for Mixtral 8x7B under megatron). tests/planner/search/
     test_space_frameworks.py checks the two agree on every configuration of its requests."""
+    return _checker(request)(config)
+
+
+def _checker(request: PlanRequest) -> Callable[[Config], list[str]]:
+    """_unsupported for one request: what every configuration's view shares (the shapes, the
+    batch, the sequence, the framework) is read from the request once."""
     fw = request.constraints.framework
     assert fw is not None
-    training = request.training
-    per = config.dp * config.micro_batch_size
-    b = training.global_batch_size
-    v = LaunchView(
-        tp=config.tp,
-        pp=config.pp,
-        dp=config.dp,
-        vpp=config.vpp,
-        schedule=config.schedule,
-        micro_batch_size=config.micro_batch_size,
-        zero_stage=config.zero_stage,
-        sequence_parallel=config.sequence_parallel,
-        recompute=config.modes[0] if len(config.modes) == 1 else "none",  # Config.candidate
-        stages=None,
-        arch=request.arch,
-        global_batch_size=b,
-        num_microbatches=b // per if b % per == 0 else None,
-        seq_length=training.seq_length,
-        cp=config.cp,
-        ep=config.ep,
-        etp=config.etp,
-        cp_comm=config.cp_comm,
-    )
-    return view_unsupported(v, fw)
+    arch, b, seq = request.arch, request.training.global_batch_size, request.training.seq_length
+
+    def check(config: Config) -> list[str]:
+        per = config.dp * config.micro_batch_size
+        v = LaunchView(
+            tp=config.tp,
+            pp=config.pp,
+            dp=config.dp,
+            vpp=config.vpp,
+            schedule=config.schedule,
+            micro_batch_size=config.micro_batch_size,
+            zero_stage=config.zero_stage,
+            sequence_parallel=config.sequence_parallel,
+            recompute=config.modes[0] if len(config.modes) == 1 else "none",  # Config.candidate
+            stages=None,
+            arch=arch,
+            global_batch_size=b,
+            num_microbatches=b // per if b % per == 0 else None,
+            seq_length=seq,
+            cp=config.cp,
+            ep=config.ep,
+            etp=config.etp,
+            cp_comm=config.cp_comm,
+        )
+        return view_unsupported(v, fw)
+
+    return check
 
 
 def _schedule_vpps(

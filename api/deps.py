@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Annotated, TypeVar
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Annotated, Any, TypeVar
 
 from anyio import to_thread
 from fastapi import Depends, Request
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from api.auth import principal_bearer
@@ -36,6 +38,59 @@ def get_session(state: StateDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 # one security dependency (api.auth.PrincipalBearer): header, key, principal
 PrincipalDep = Annotated[Principal, Depends(principal_bearer)]
+
+
+class PrincipalRoute(APIRoute):
+    """A route whose endpoint takes only the request, the principal (`PrincipalDep`) and path
+    parameters typed `str`, served without FastAPI's dependency solving: its handler calls
+    `principal_bearer` (the one dependency `PrincipalDep` names, so the same header parsing,
+    key look-up and 401s) and then the endpoint, with the path parameters as the router
+    matched them (a `str` parameter without constraints accepts any such value, so there is
+    nothing to validate). Everything else is the `APIRoute`'s: matching, the exception
+    handlers (a `ProblemError` is answered exactly as from any route), and /openapi.json,
+    which is built from the endpoint's signature as before. For the hottest reads (GET
+    /v1/plans/{id}, the history page), where solving the dependency graph per request was
+    the larger part of the routing's CPU. An endpoint with any other parameter (query,
+    header, cookie or body fields, other dependencies) is refused when the handler is
+    built. `app.dependency_overrides` do not apply to it (nothing is solved), and a router
+    that includes it must add no dependencies of its own (none in api.app does)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        dependant = self.dependant
+        principal_names = [d.name for d in dependant.dependencies if d.call is principal_bearer]
+        unplain = [
+            f.name
+            for f in dependant.path_params
+            if f.field_info.annotation is not str or f.field_info.metadata
+        ]
+        if (
+            dependant.query_params
+            or dependant.header_params
+            or dependant.cookie_params
+            or dependant.body_params
+            or dependant.request_param_name is None
+            or len(dependant.dependencies) != 1
+            or len(principal_names) != 1
+            or principal_names[0] is None
+            or unplain
+        ):
+            raise TypeError(
+                f"{self.path}: a PrincipalRoute's endpoint takes a Request, a PrincipalDep "
+                "and unconstrained str path parameters, nothing else"
+            )
+        endpoint: Callable[..., Coroutine[Any, Any, Response]] = self.endpoint
+        request_name = dependant.request_param_name
+        principal_name = principal_names[0]
+        path_names = [f.name for f in dependant.path_params]
+
+        async def handle(request: Request) -> Response:
+            principal = await principal_bearer(request)
+            kwargs: dict[str, Any] = {n: request.path_params[n] for n in path_names}
+            kwargs[request_name] = request
+            kwargs[principal_name] = principal
+            return await endpoint(**kwargs)
+
+        return handle
 
 
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:

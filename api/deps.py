@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Annotated, Any, TypeVar
 
-from anyio import to_thread
 from fastapi import Depends, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
@@ -97,10 +99,10 @@ async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
     """Run the read `fn(session)` in one worker thread (one hop off the event loop) in a
     `read_session` (autocommit: no transaction round trips).
 
-    At most `db_pool_size` of these run at once (`AppState.db_limiter`); the others wait on
-    the event loop. More at once would each check out a connection past the pool, which the
-    pool closes again on return: under 16 concurrent clients PostgreSQL then started a new
-    backend every few seconds, each a fork and a cold cache."""
+    At most `db_pool_size` of these run at once (`in_thread`); the others wait in line. More
+    at once would each check out a connection past the pool, which the pool closes again on
+    return: under 16 concurrent clients PostgreSQL then started a new backend every few
+    seconds, each a fork and a cold cache."""
 
     def work() -> T:
         with read_session(state.sessions) as session:
@@ -110,5 +112,13 @@ async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
 
 
 async def in_thread(state: AppState, fn: Callable[[], T]) -> T:
-    """`fn()` in a worker thread, one of at most `db_pool_size` (see `in_session`)."""
-    return await to_thread.run_sync(fn, limiter=state.db_limiter)
+    """`fn()` in one of the app's `db_pool_size` threads (`AppState.db_threads`; see
+    `in_session`), in a copy of the caller's context variables (as `asyncio.to_thread` and
+    anyio's threads run it). The executor's own queue is the bound: a plain
+    `loop.run_in_executor` hop costs less CPU than anyio's `to_thread.run_sync` under a
+    `CapacityLimiter` (its cancel scope, checkpoints and limiter). A request cancelled while
+    it waits stops waiting; its read still runs to its end in the thread, and its connection
+    goes back to the pool there."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn)
+    return await loop.run_in_executor(state.db_threads, call)

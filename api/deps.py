@@ -51,8 +51,8 @@ class PrincipalRoute(APIRoute):
     nothing to validate). Everything else is the `APIRoute`'s: matching, the exception
     handlers (a `ProblemError` is answered exactly as from any route), and /openapi.json,
     which is built from the endpoint's signature as before. For the hottest reads (GET
-    /v1/plans/{id}, the history page), where solving the dependency graph per request was
-    the larger part of the routing's CPU. An endpoint with any other parameter (query,
+    /v1/plans/{id}, the history page): solving the dependency graph is about a quarter of
+    the Python calls a cached GET makes. An endpoint with any other parameter (query,
     header, cookie or body fields, other dependencies) is refused when the handler is
     built. `app.dependency_overrides` do not apply to it (nothing is solved), and a router
     that includes it must add no dependencies of its own (none in api.app does)."""

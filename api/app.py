@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.gzip import GZipMiddleware
@@ -31,10 +31,18 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        state.db_limiter = anyio.CapacityLimiter(settings.db_pool_size)  # on this loop
-        await run_in_threadpool(start, state)
-        yield
-        stop(state)
+        threads = ThreadPoolExecutor(settings.db_pool_size, "meshplan-db")  # api.deps.in_thread
+        state.db_threads = threads
+        try:
+            await run_in_threadpool(start, state)
+            yield
+            stop(state)
+        finally:
+            state.db_threads = None
+            # reads still queued are dropped; one still running ends in its thread, and the
+            # event loop does not wait for it (a read against a database that is down waits
+            # for its connect timeout)
+            threads.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(
         title="meshplan",

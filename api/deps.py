@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Annotated, TypeVar
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Annotated, Any, TypeVar
 
-from anyio import to_thread
 from fastapi import Depends, Request
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session
 
 from api.auth import principal_bearer
@@ -38,14 +42,67 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(principal_bearer)]
 
 
+class PrincipalRoute(APIRoute):
+    """A route whose endpoint takes only the request, the principal (`PrincipalDep`) and path
+    parameters typed `str`, served without FastAPI's dependency solving: its handler calls
+    `principal_bearer` (the one dependency `PrincipalDep` names, so the same header parsing,
+    key look-up and 401s) and then the endpoint, with the path parameters as the router
+    matched them (a `str` parameter without constraints accepts any such value, so there is
+    nothing to validate). Everything else is the `APIRoute`'s: matching, the exception
+    handlers (a `ProblemError` is answered exactly as from any route), and /openapi.json,
+    which is built from the endpoint's signature as before. For the hottest reads (GET
+    /v1/plans/{id}, the history page): solving the dependency graph is about a quarter of
+    the Python calls a cached GET makes. An endpoint with any other parameter (query,
+    header, cookie or body fields, other dependencies) is refused when the handler is
+    built. `app.dependency_overrides` do not apply to it (nothing is solved), and a router
+    that includes it must add no dependencies of its own (none in api.app does)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        dependant = self.dependant
+        principal_names = [d.name for d in dependant.dependencies if d.call is principal_bearer]
+        unplain = [
+            f.name
+            for f in dependant.path_params
+            if f.field_info.annotation is not str or f.field_info.metadata
+        ]
+        if (
+            dependant.query_params
+            or dependant.header_params
+            or dependant.cookie_params
+            or dependant.body_params
+            or dependant.request_param_name is None
+            or len(dependant.dependencies) != 1
+            or len(principal_names) != 1
+            or principal_names[0] is None
+            or unplain
+        ):
+            raise TypeError(
+                f"{self.path}: a PrincipalRoute's endpoint takes a Request, a PrincipalDep "
+                "and unconstrained str path parameters, nothing else"
+            )
+        endpoint: Callable[..., Coroutine[Any, Any, Response]] = self.endpoint
+        request_name = dependant.request_param_name
+        principal_name = principal_names[0]
+        path_names = [f.name for f in dependant.path_params]
+
+        async def handle(request: Request) -> Response:
+            principal = await principal_bearer(request)
+            kwargs: dict[str, Any] = {n: request.path_params[n] for n in path_names}
+            kwargs[request_name] = request
+            kwargs[principal_name] = principal
+            return await endpoint(**kwargs)
+
+        return handle
+
+
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
     """Run the read `fn(session)` in one worker thread (one hop off the event loop) in a
     `read_session` (autocommit: no transaction round trips).
 
-    At most `db_pool_size` of these run at once (`AppState.db_limiter`); the others wait on
-    the event loop. More at once would each check out a connection past the pool, which the
-    pool closes again on return: under 16 concurrent clients PostgreSQL then started a new
-    backend every few seconds, each a fork and a cold cache."""
+    At most `db_pool_size` of these run at once (`in_thread`); the others wait in line. More
+    at once would each check out a connection past the pool, which the pool closes again on
+    return: under 16 concurrent clients PostgreSQL then started a new backend every few
+    seconds, each a fork and a cold cache."""
 
     def work() -> T:
         with read_session(state.sessions) as session:
@@ -55,5 +112,13 @@ async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:
 
 
 async def in_thread(state: AppState, fn: Callable[[], T]) -> T:
-    """`fn()` in a worker thread, one of at most `db_pool_size` (see `in_session`)."""
-    return await to_thread.run_sync(fn, limiter=state.db_limiter)
+    """`fn()` in one of the app's `db_pool_size` threads (`AppState.db_threads`; see
+    `in_session`), in a copy of the caller's context variables (as `asyncio.to_thread` and
+    anyio's threads run it). The executor's own queue is the bound: a plain
+    `loop.run_in_executor` hop costs less CPU than anyio's `to_thread.run_sync` under a
+    `CapacityLimiter` (its cancel scope, checkpoints and limiter). A request cancelled while
+    it waits stops waiting; its read still runs to its end in the thread, and its connection
+    goes back to the pool there."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn)
+    return await loop.run_in_executor(state.db_threads, call)

@@ -10,6 +10,7 @@ process.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Mapping
 
@@ -81,9 +82,24 @@ def start(state: AppState) -> None:
         state.poller.start()
     if state.worker is not None:
         state.worker.start()
+    if settings.gc_freeze_on_start:
+        freeze_heap()
+
+
+def freeze_heap() -> None:
+    """Collect what start-up left as garbage, then move every live object to the collector's
+    permanent generation (gc.freeze): a full collection traverses every object it tracks, so
+    with the start-up heap (modules, the app, SQLAlchemy's and pydantic's structures; about
+    200,000 objects) in reach each one stops the event loop, and every request in flight,
+    for as long as that traversal takes. Frozen objects are still freed when their reference
+    count drops to zero; only reference cycles among them wait until `stop` unfreezes them."""
+    gc.collect()
+    gc.freeze()
 
 
 def stop(state: AppState) -> None:
+    if state.settings.gc_freeze_on_start:
+        gc.unfreeze()  # the start-up heap is collectable again (e.g. this app's own cycles)
     if state.worker is not None:
         state.worker.stop()
     state.poller.stop()

@@ -5,6 +5,7 @@ unique in-flight key, across processes)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import time
@@ -12,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from anyio import to_thread
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api.calibrations import resolve_calibration
+from api.deps import in_thread
 from api.doccache import Encoded
 from api.limits import check_request
 from api.outage import POLICY, is_outage, retry_while_down, write_later
@@ -131,8 +132,8 @@ class Planner:
         cache whose document (`view` "hit") is in `AppState.documents` comes as that
         document alone."""
         tenant = principal.tenant
-        norm, cached = await to_thread.run_sync(
-            self._prepare, tenant, request, encoded, limiter=self.state.db_limiter
+        norm, cached = await in_thread(
+            self.state, functools.partial(self._prepare, tenant, request, encoded)
         )
         if cached is not None:
             self.state.metrics.cache_hits.inc()

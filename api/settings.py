@@ -82,6 +82,19 @@ class Settings(BaseSettings):
         ge=0,
         description="the most bytes those documents (JSON and gzip) take in all; 0: none",
     )
+    access_log: bool = Field(
+        default=False,
+        description="`meshplan serve`: uvicorn's line per request on stderr (about 23 µs of "
+        "the API process's CPU each); the per-route counts and latencies are on /metrics "
+        "either way",
+    )
+    gc_freeze_on_start: bool = Field(
+        default=True,
+        description="after start-up, move every object then alive out of the cyclic garbage "
+        "collector's reach (gc.freeze; undone at shutdown): its full collections then scan "
+        "only what requests left behind instead of the whole start-up heap, a pause of "
+        'every request in flight (docs/service.md, "Garbage collection")',
+    )
 
     # the search queue and its workers (docs/service.md, "Queue and workers")
     search_queue: Literal["auto", "pool", "procrastinate"] = Field(

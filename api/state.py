@@ -3,10 +3,10 @@ search queue (PostgreSQL) and its embedded worker, the submitters and the submis
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,9 +36,9 @@ class AppState:
     key_cache: dict[str, Principal] = field(default_factory=dict)
     # stored plans' encoded documents (api.doccache: safe because stored plans never change)
     documents: DocumentCache = field(default_factory=lambda: DocumentCache(0, 0))
-    # the hot reads' threads (api.deps.in_session): at most db_pool_size at once; made on the
-    # app's event loop at start-up (None before: the default thread limiter)
-    db_limiter: anyio.CapacityLimiter | None = None
+    # the hot reads' threads (api.deps.in_thread): db_pool_size of them, from start-up to
+    # shutdown (None outside: the event loop's default executor)
+    db_threads: ThreadPoolExecutor | None = None
     # PostgreSQL: the App the API defers search tasks on (api.queue); None: the pool runs them
     queue: procrastinate.App | None = None
     worker: EmbeddedWorker | None = None  # `serve --with-worker`

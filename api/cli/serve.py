@@ -77,6 +77,7 @@ def serve(
         port=port,
         workers=workers,
         log_level="info",
+        access_log=settings.access_log,
         timeout_graceful_shutdown=math.ceil(settings.api_shutdown_grace_s),
     )
 

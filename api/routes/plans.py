@@ -16,7 +16,7 @@ from sqlalchemy import Row
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, StateDep, in_session, in_thread
+from api.deps import PrincipalDep, PrincipalRoute, StateDep, in_session, in_thread
 from api.doccache import CacheKey, Encoded
 from api.idempotent import expiry_of, replay_or_refuse
 from api.jsonbody import JSONBody, encode, encoded_response
@@ -207,12 +207,6 @@ def _abandon(state: AppState, tenant: str, key: str) -> None:
         session.commit()
 
 
-@router.get(
-    "/plans/{plan_id}",
-    response_model=PlanPublic,
-    responses=problem_responses(404),
-    summary="One stored plan",
-)
 async def get_plan(plan_id: str, request: Request, principal: PrincipalDep) -> Response:
     """Answered as the stored JSON (the response is not validated again: a large plan's
     result takes milliseconds to validate, and it was validated when stored). The document of
@@ -238,6 +232,19 @@ async def get_plan(plan_id: str, request: Request, principal: PrincipalDep) -> R
     return encoded_response(state.documents, key, entry, accept_encoding=accept_encoding)
 
 
+# declared as the decorator would (same place in the router, so the same /openapi.json), but
+# served as a PrincipalRoute: the principal without FastAPI's dependency solving
+router.add_api_route(
+    "/plans/{plan_id}",
+    get_plan,
+    methods=["GET"],
+    response_model=PlanPublic,
+    responses=problem_responses(404),
+    summary="One stored plan",
+    route_class_override=PrincipalRoute,
+)
+
+
 def _plan_with_submissions(
     session: Session, tenant: str, plan_id: str
 ) -> tuple[Row[Any] | None, list[SubmissionRow]]:
@@ -249,13 +256,6 @@ def _plan_with_submissions(
     return row, submission_store.plan_submissions(session, tenant=tenant, plan_id=plan_id)
 
 
-@router.get(
-    "/plans",
-    response_model=PlanListPublic,
-    responses=problem_responses(422),
-    summary="Plan history: filter, sort, cursor pagination",
-    openapi_extra=query_openapi(PlanQuery),
-)
 async def list_plans(request: Request, principal: PrincipalDep) -> Response:
     state = app_state(request.app)
     q = read_query(PlanQuery, request)
@@ -307,6 +307,20 @@ async def list_plans(request: Request, principal: PrincipalDep) -> Response:
     return Response(
         PlanListPublic.model_validate(body).model_dump_json(), media_type="application/json"
     )
+
+
+# as get_plan: declared in the decorator's place, served as a PrincipalRoute (its query is
+# read as one model by read_query, so the endpoint declares no parameter of its own)
+router.add_api_route(
+    "/plans",
+    list_plans,
+    methods=["GET"],
+    response_model=PlanListPublic,
+    responses=problem_responses(422),
+    summary="Plan history: filter, sort, cursor pagination",
+    openapi_extra=query_openapi(PlanQuery),
+    route_class_override=PrincipalRoute,
+)
 
 
 @router.post(

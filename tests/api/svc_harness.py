@@ -28,6 +28,8 @@ def make_settings(db_url: str, **kw: object) -> Settings:
         # are tested in test_queue_*.py
         "search_queue": "pool",
         "rate_limit_per_s": 0.0,  # tests send faster than a per-key limit; test_ratelimit sets one
+        # a full collection of the test process at each app's start; test_service_gc sets it
+        "gc_freeze_on_start": False,
     }
     base.update(kw)
     return Settings(**base)  # type: ignore[arg-type]

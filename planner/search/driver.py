@@ -679,7 +679,8 @@ def _visit(
             _offer(request, out, entry, heuristic)
         return 0.0
     if exhaustive:
-        res = exhaustive_config(inputs, modes=cfg.modes, split=split)
+        ties = request.objective == "bubble"
+        res = exhaustive_config(inputs, modes=cfg.modes, split=split, ties=ties)
     else:
         known = Known(
             paths=entry.known_paths,
@@ -700,6 +701,7 @@ def _visit(
             prove=prove,
             polish=polish,
             tuning=out.tuning,
+            ties=request.objective == "bubble",
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls

@@ -26,6 +26,9 @@ For one configuration:
    planner.search.model.seed_points); and if rounding, memory rounding or the recompute
    transient still lets it through, a no-good cut on exactly that partition. Go to 3.
 
+6. Objective bubble only (solve_config(ties=True)), once the optimum is proven: tie_phase
+   picks among the partitions that tie it by the tie rule (tie_key).
+
 Every cut is a valid lower bound, so no partition better than the incumbent is ever cut off;
 each iteration cuts off the decoded partition, so the loop ends. The time limit is CP-SAT's:
 each solve gets what is left of the configuration's budget, measured by CP-SAT's own wall

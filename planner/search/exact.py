@@ -351,9 +351,11 @@ def _finish(
     *,
     ties: bool,
 ) -> ConfigResult:
-    """The result with its `status`; with `ties` and a proven optimum, after tie_phase."""
+    """The result with its `status`; with `ties` and a proven optimum, after tie_phase. Not
+    for pp = 1: one rank runs every action back to back, so any recompute time lengthens
+    the step and partitions that tie differ in no recompute time and no bubble (0)."""
     col.result.status = status
-    if ties and status == "OPTIMAL":
+    if ties and status == "OPTIMAL" and col.inputs.pp > 1:
         tie_phase(col, modes, split, limits, tuning)
     return col.result
 

@@ -540,7 +540,7 @@ def tie_phase(
     (PartitionModel.minimise_recompute). Each solve gives the least-R partition not yet
     excluded; it is simulated (col.consider: a slower one adds its critical path, one over
     the cap its memory rows) and excluded by a no-good. Once the least R left exceeds the
-    least recompute among the ties found (by more than the rounding, one unit per layer), no
+    least recompute among the ties found (by more than a margin for rounding), no
     partition left is preferred, and those enumerated include every tie of least recompute:
     the preferred one is among them. Stops early after tuning.tie_solves solves or when the
     time is out; `best` is then the preferred of the ties found, still time-optimal."""
@@ -549,7 +549,8 @@ def tie_phase(
     if best is None:
         return
     fastest = best.score.step_time_s
-    tied = [sc for sc in (best, *result.evaluated) if ties_with(sc.score.step_time_s, fastest)]
+    # the partitions `preferred` picks from: every feasible one simulated that may tie
+    found = [sc for sc in (best, *result.evaluated) if ties_with(sc.score.step_time_s, fastest)]
     model = PartitionModel(
         inputs,
         modes=modes,
@@ -577,9 +578,9 @@ def tie_phase(
         budget -= out.wall_time_s
         if out.partition is None:  # INFEASIBLE: every tie is known (or the time is out)
             break
-        least = preferred(inputs, tied)
+        least = preferred(inputs, found)
         assert least is not None  # `best` is feasible
-        slack = inputs.num_layers + 1  # R's rounding: under one unit per layer
+        slack = inputs.num_layers + 1  # a margin for the rounding of the float sums
         if (
             out.status == "OPTIMAL"
             and out.objective_units is not None
@@ -589,8 +590,8 @@ def tie_phase(
         scored = col.consider(out.partition)
         model.add_no_good(out.partition)
         if scored.score.feasible:
-            tied.append(scored)
-    result.best = preferred(inputs, tied)
+            found.append(scored)
+    result.best = preferred(inputs, found)
 
 
 def improve_config(

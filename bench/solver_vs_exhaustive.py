@@ -19,9 +19,9 @@ from `Random(f"{kind}-{s}-{i}")`): analytic models of 2-3 decoder blocks on 2-8 
 - `moe`: a tiny MoE model (2-8 experts, top-1 or 2, shared expert or not, first layer dense
   or not): ep and etp searched too.
 The two modes agree when they give the same feasibility verdict and, when feasible, equal step
-times to a relative 1e-9 (`bubble`: equal step times and equal bubble fractions to 1e-9, or
-the same configuration: partitions of one configuration that tie on step time may differ in
-bubble, and which of them ranks the configuration is left open, docs/search.md).
+times to a relative 1e-9 (`bubble`: equal step times and equal bubble fractions to 1e-9; both
+modes rank a configuration by the partition that the tie rule picks among those that tie on
+step time, planner.search.exact.tie_key, docs/search.md).
 Prints one line per disagreement and the agreement counts per kind.
 """
 
@@ -82,17 +82,14 @@ def variant(request: PlanRequest, kind: str, rng: random.Random) -> PlanRequest:
 
 
 def agree(got: Solved | None, want: Solved | None, kind: str) -> bool:
-    """The module docstring's agreement. Objective bubble ranks each configuration by a
-    time-optimal partition and leaves open which one where several tie on step time
-    (docs/search.md): a different bubble agrees only as such a tie, the same configuration at
-    the same step time."""
+    """The module docstring's agreement: the same verdict and step time; objective bubble,
+    the same bubble fraction too (a different one is a miss, whatever the configuration)."""
     if got is None or want is None:
         return got is None and want is None
     a, b = got.prediction, want.prediction
     same_time = abs(a.step_time_s - b.step_time_s) <= 1e-9 * b.step_time_s
     if kind == "bubble":
-        tie = got.config == want.config
-        return same_time and (abs(a.bubble_fraction - b.bubble_fraction) <= 1e-9 or tie)
+        return same_time and abs(a.bubble_fraction - b.bubble_fraction) <= 1e-9
     return same_time
 
 

@@ -8,9 +8,10 @@ infeasible without a solve. The rest are solved by increasing heuristic step tim
 in a first pass); one whose floor reaches the incumbent's simulated step time is pruned.
 Each visited configuration runs the exact loop of planner.search.exact with the incumbent as its
 bound (so CP-SAT proves quickly that most cannot beat it), seeded with heuristic partitions.
-Objective `bubble`: the partition of each configuration is its time-optimal one; configurations
-are ranked by (bubble fraction, step time), so only a proven time-optimal partition may be the
-incumbent, and none is pruned by time until the incumbent's bubble is 0 (time_bound_s).
+Objective `bubble`: the partition of each configuration is its time-optimal one (among ties,
+the pick of the tie rule, exact.tie_key); configurations are ranked by (bubble fraction, step
+time), so only a proven time-optimal partition may be the incumbent, and none is pruned by
+time until the incumbent's bubble is 0 (time_bound_s).
 
 Every result carries a proven lower bound and gap (`_close`: the floors of the configurations
 not settled) and, with search.top_k, the alternatives (`_alternatives`); docs/search.md, "Gap
@@ -679,7 +680,8 @@ def _visit(
             _offer(request, out, entry, heuristic)
         return 0.0
     if exhaustive:
-        res = exhaustive_config(inputs, modes=cfg.modes, split=split)
+        ties = request.objective == "bubble"
+        res = exhaustive_config(inputs, modes=cfg.modes, split=split, ties=ties)
     else:
         known = Known(
             paths=entry.known_paths,
@@ -700,6 +702,7 @@ def _visit(
             prove=prove,
             polish=polish,
             tuning=out.tuning,
+            ties=request.objective == "bubble",
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls

@@ -26,6 +26,9 @@ For one configuration:
    planner.search.model.seed_points); and if rounding, memory rounding or the recompute
    transient still lets it through, a no-good cut on exactly that partition. Go to 3.
 
+6. Objective bubble only (solve_config(ties=True)), once the optimum is proven: tie_phase
+   picks among the partitions that tie it by the tie rule (tie_key).
+
 Every cut is a valid lower bound, so no partition better than the incumbent is ever cut off;
 each iteration cuts off the decoded partition, so the loop ends. The time limit is CP-SAT's:
 each solve gets what is left of the configuration's budget, measured by CP-SAT's own wall
@@ -88,6 +91,56 @@ class ConfigResult:
     def prove_floor(self, floor_s: float) -> None:
         """Keep `floor_s` if it is higher (each is a valid lower bound: lp_floor)."""
         self.floor_s = max(self.floor_s, floor_s)
+
+
+# Objective bubble's tie rule. A configuration is ranked by its time-optimal partition; where
+# several tie on step time (ties_with), the one that counts is the least tie_key: least total
+# recompute time, then least bubble fraction, then the order of (stage bounds, per-layer mode
+# indices). Recompute comes first because recompute off the critical path adds busy time
+# without changing the step, which lowers the bubble fraction (idle / (pp x makespan),
+# planner.schedules.simulate) for no gain: ranking ties by bubble alone would reward needless
+# work. The exhaustive oracle (exhaustive.exhaustive_config) and the solver (tie_phase) both
+# pick with `preferred`.
+TieKey = tuple[float, float, tuple[int, ...], tuple[int, ...]]
+
+
+def recompute_s(inputs: PartitionInputs, modes: tuple[RecomputeMode, ...]) -> float:
+    """Recompute time of one micro-batch over all layers: per layer, its input-gradient
+    backward in its mode less that without recompute (PartitionInputs.bw_input_s holds
+    backward + recompute + TP per mode). Summed in layer order, so partitions with the same
+    modes give the same float whatever their stage bounds."""
+    none = MODE_INDEX["none"]
+    total = 0.0
+    for bw, mode in zip(inputs.bw_input_s, modes, strict=True):
+        total += bw[MODE_INDEX[mode]] - bw[none]
+    return total
+
+
+def ties_with(step_time_s: float, fastest_s: float) -> bool:
+    """A step time that ties the fastest one: within the proof tolerance (REL_TOL)."""
+    return step_time_s <= fastest_s * (1 + REL_TOL)
+
+
+def tie_key(inputs: PartitionInputs, sc: Scored) -> TieKey:
+    """The tie rule's order (above): the least is preferred."""
+    part = sc.partition
+    return (
+        recompute_s(inputs, part.modes),
+        sc.score.bubble_fraction,
+        part.bounds,
+        tuple(MODE_INDEX[m] for m in part.modes),
+    )
+
+
+def preferred(inputs: PartitionInputs, scored: list[Scored]) -> Scored | None:
+    """The tie rule's pick among the feasible partitions of `scored`: the least tie_key of
+    those that tie the fastest (None if none is feasible)."""
+    feasible = [sc for sc in scored if sc.score.feasible]
+    if not feasible:
+        return None
+    fastest = min(sc.score.step_time_s for sc in feasible)
+    tied = [sc for sc in feasible if ties_with(sc.score.step_time_s, fastest)]
+    return min(tied, key=lambda sc: tie_key(inputs, sc))
 
 
 def lp_floor(value_s: float, bound_s: float) -> float:
@@ -235,6 +288,7 @@ def solve_config(
     polish: bool = False,
     neighbours: bool = True,
     tuning: SearchTuning = TUNING,
+    ties: bool = False,
 ) -> ConfigResult:
     """Find the partition with the lowest simulated step time under the cap, provably
     (module docstring): the phases in order, each settling it or handing on what it learned
@@ -242,7 +296,9 @@ def solve_config(
     `prove=False`: the LP's cutting planes and probing only, no branching and no CP-SAT
     (status FEASIBLE unless a floor settled it): their better partitions without the cost
     of a proof. `polish`: the hill climb's costlier moves from the best hint
-    (_descend(polish=True)), even when `known.descended`. `neighbours`: see cpsat_phase."""
+    (_descend(polish=True)), even when `known.descended`. `neighbours`: see cpsat_phase.
+    `ties` (objective bubble): once the optimum is proven, tie_phase picks among the
+    partitions that tie it by the tie rule (tie_key)."""
     result = ConfigResult(status="UNKNOWN", best=None)
     seeds = seed_cuts(schedule_of(inputs))
     seeds += [cut for cut in dict.fromkeys(known.paths) if cut not in seeds]
@@ -266,8 +322,7 @@ def solve_config(
     )
     limit = _bound(bound_s, result.best)
     if limit is not None and floor_phase(col, limit):
-        result.status = _settled(result, bound_s)
-        return result
+        return _finish(col, _settled(result, bound_s), modes, split, limits, tuning, ties=ties)
     # The LP floor (with its cutting planes, then probing and branching on block counts) may
     # settle it without CP-SAT. Its cutting planes simulate partitions that may break a
     # framework's stage split, so under one only the LP floor runs. A second call with
@@ -278,15 +333,31 @@ def solve_config(
     if limit is not None and cells <= tuning.lp_max_cells:
         rounds = tuning.lp_rounds if split == "any" and not known.paths else 0
         if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning):
-            result.status = _settled(result, bound_s)
-            return result
+            return _finish(col, _settled(result, bound_s), modes, split, limits, tuning, ties=ties)
     if not prove:  # the cheap phases only (the driver's visit of the improve pass's incumbent)
         result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
         return result
-    result.status = cpsat_phase(
-        col, modes, split, bound_s, limits, neighbours=neighbours, tuning=tuning
-    )
-    return result
+    status = cpsat_phase(col, modes, split, bound_s, limits, neighbours=neighbours, tuning=tuning)
+    return _finish(col, status, modes, split, limits, tuning, ties=ties)
+
+
+def _finish(
+    col: Collector,
+    status: ConfigStatus,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    limits: SolveLimits,
+    tuning: SearchTuning,
+    *,
+    ties: bool,
+) -> ConfigResult:
+    """The result with its `status`; with `ties` and a proven optimum, after tie_phase. Not
+    for pp = 1: one rank runs every action back to back, so any recompute time lengthens
+    the step and partitions that tie differ in no recompute time and no bubble (0)."""
+    col.result.status = status
+    if ties and status == "OPTIMAL" and col.inputs.pp > 1:
+        tie_phase(col, modes, split, limits, tuning)
+    return col.result
 
 
 def heuristic_phase(
@@ -450,6 +521,77 @@ def cpsat_phase(
             and model.lower_bound_units(out.partition) <= _units(limit, model.scale)
         ):
             model.add_no_good(out.partition)
+
+
+def tie_phase(
+    col: Collector,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit,
+    limits: SolveLimits,
+    tuning: SearchTuning = TUNING,
+) -> None:
+    """The tie rule (tie_key) on a configuration whose optimum `col.result.best` is proven:
+    `col.result.best` becomes the preferred of every partition that ties it.
+
+    A fresh CP-SAT model (the proof's model bounds T + P below the optimum, and its count
+    domains hold only better partitions) with every path cut collected, T + P at most the tie
+    ceiling (the optimum x (1 + REL_TOL), rounded up: a cut's coefficients are rounded down,
+    so no tie is cut off) and the objective R, a lower bound of the recompute time
+    (PartitionModel.minimise_recompute). Each solve gives the least-R partition not yet
+    excluded; it is simulated (col.consider: a slower one adds its critical path, one over
+    the cap its memory rows) and excluded by a no-good. Once the least R left exceeds the
+    least recompute among the ties found (by more than a margin for rounding), no
+    partition left is preferred, and those enumerated include every tie of least recompute:
+    the preferred one is among them. Stops early after tuning.tie_solves solves or when the
+    time is out; `best` is then the preferred of the ties found, still time-optimal."""
+    inputs, result = col.inputs, col.result
+    best = result.best
+    if best is None:
+        return
+    fastest = best.score.step_time_s
+    # the partitions `preferred` picks from: every feasible one simulated that may tie
+    found = [sc for sc in (best, *result.evaluated) if ties_with(sc.score.step_time_s, fastest)]
+    model = PartitionModel(
+        inputs,
+        modes=modes,
+        split=split,
+        horizon_s=horizon_s(inputs),
+        reference_s=col.reference_s or fastest,
+    )
+    for cut in col.seeds:
+        model.add_path_cut(cut)
+    col.model = model  # col.consider adds what it learns here now
+    model.add_objective_bound(math.ceil(fastest * (1 + REL_TOL) * model.scale))
+    unit = model.minimise_recompute()
+    model.add_hint(best.partition)
+    budget = limits.time_limit_s - result.solver_wall_s
+
+    def left() -> float:
+        return min(budget, limits.time_left()) if limits.time_left is not None else budget
+
+    for _ in range(tuning.tie_solves):
+        if left() <= 0:
+            break
+        out = model.solve(time_limit_s=left(), workers=limits.workers, seed=limits.seed)
+        result.solver_calls += 1
+        result.solver_wall_s += out.wall_time_s
+        budget -= out.wall_time_s
+        if out.partition is None:  # INFEASIBLE: every tie is known (or the time is out)
+            break
+        least = preferred(inputs, found)
+        assert least is not None  # `best` is feasible
+        slack = inputs.num_layers + 1  # a margin for the rounding of the float sums
+        if (
+            out.status == "OPTIMAL"
+            and out.objective_units is not None
+            and out.objective_units > recompute_s(inputs, least.partition.modes) * unit + slack
+        ):
+            break
+        scored = col.consider(out.partition)
+        model.add_no_good(out.partition)
+        if scored.score.feasible:
+            found.append(scored)
+    result.best = preferred(inputs, found)
 
 
 def improve_config(

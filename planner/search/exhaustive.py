@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.errors import SpecError
-from planner.search.exact import ConfigResult, Scored
+from planner.search.exact import ConfigResult, Scored, preferred, ties_with
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.space import main_run, split_ok
@@ -37,9 +37,15 @@ def _splits(n: int, s: int) -> list[tuple[int, ...]]:
 
 
 def exhaustive_config(
-    inputs: PartitionInputs, *, modes: tuple[RecomputeMode, ...], split: StageSplit = "any"
+    inputs: PartitionInputs,
+    *,
+    modes: tuple[RecomputeMode, ...],
+    split: StageSplit = "any",
+    ties: bool = False,
 ) -> ConfigResult:
-    """The best partition by brute force. Raises SpecError when the space is too large."""
+    """The best partition by brute force: the first of least step time in enumeration order,
+    or with `ties` (objective bubble) the tie rule's pick among those that tie it
+    (exact.preferred). Raises SpecError when the space is too large."""
     size = space_size(inputs, modes)
     if size > MAX_PARTITIONS:
         raise SpecError(
@@ -50,12 +56,18 @@ def exhaustive_config(
             "use mode 'optimal'",
         )
     result = ConfigResult(status="INFEASIBLE", best=None)
+    tied: list[Scored] = []  # with `ties`: the feasible ones that tie the fastest so far
     for sc in scored_partitions(inputs, modes=modes, split=split):
         result.solver_calls += 1
-        if sc.score.feasible and (
-            result.best is None or sc.score.step_time_s < result.best.score.step_time_s
-        ):
+        if not sc.score.feasible:
+            continue
+        if result.best is None or sc.score.step_time_s < result.best.score.step_time_s:
             result.best = sc
+        if ties and ties_with(sc.score.step_time_s, result.best.score.step_time_s):
+            fastest = result.best.score.step_time_s
+            tied = [t for t in tied if ties_with(t.score.step_time_s, fastest)] + [sc]
+    if ties and tied:
+        result.best = preferred(inputs, tied)
     if result.best is not None:
         result.status = "OPTIMAL"
     return result
@@ -77,7 +89,10 @@ def scored_partitions(
             layers = range(bounds[s], bounds[s + 1])
             static[inputs.stage_rank[s]] += sum(inputs.static_bytes[i] for i in layers)
             seen: dict[tuple[float, float], tuple[RecomputeMode, ...]] = {}
-            for combo in itertools.product(modes, repeat=len(layers)):
+            # in mode-index order: the first combo of each (bw, act) is the least in the tie
+            # rule's order of modes (exact.tie_key)
+            ordered = tuple(sorted(modes, key=MODE_INDEX.__getitem__))
+            for combo in itertools.product(ordered, repeat=len(layers)):
                 ks = [MODE_INDEX[c] for c in combo]
                 bw = sum(inputs.bw_input_s[i][k] for i, k in zip(layers, ks, strict=True))
                 act = sum(inputs.activation_bytes[i][k] for i, k in zip(layers, ks, strict=True))

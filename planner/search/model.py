@@ -180,6 +180,7 @@ class PartitionModel:
         self._cuts: list[tuple[dict[Key, int], int]] = []  # coefficients, constant
         self._post: list[dict[Key, int]] = []
         self._seen: set[PathCut] = set()
+        self.recompute_coefs: dict[Key, int] = {}  # minimise_recompute's R
         self._build(split)
 
     # ---- variables and constraints ------------------------------------------------------
@@ -371,6 +372,29 @@ class PartitionModel:
 
     def add_objective_bound(self, units: int) -> None:
         self.model.add(self.t + self.p <= units)
+
+    def minimise_recompute(self) -> float:
+        """Replace the objective with R = sum_z floor(u (bw_input_k - bw_input_none)) z, a
+        lower bound of the partition's recompute time per micro-batch (exact.recompute_s)
+        in units of 1/u seconds (the largest possible recompute time maps to 2^38 units):
+        objective bubble's tie phase (exact.tie_phase). Returns u; without recompute time
+        in any allowed mode R is 0 and the objective is dropped."""
+        inp = self.inputs
+        none = MODE_INDEX["none"]
+        most = sum(max(bw) - bw[none] for bw in inp.bw_input_s)
+        unit = HORIZON_UNITS / max(most, 1e-30)
+        coefs: dict[Key, int] = {}
+        for key in self._exprs:
+            kind, g, _, k = key
+            if kind == "z":
+                bw = inp.bw_input_s[self.runs[g].first]
+                coefs[key] = math.floor((bw[k] - bw[none]) * unit)
+        self.recompute_coefs = coefs
+        if any(coefs.values()):
+            self.model.minimize(self._linear(coefs))
+        elif self.model.has_objective():
+            self.model.clear_objective()  # type: ignore[no-untyped-call]
+        return unit
 
     def lower_bound_units(self, part: Partition) -> int:
         """The model's current integer lower bound T + P for a given partition."""

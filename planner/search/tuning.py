@@ -53,6 +53,8 @@ class SearchTuning:
       configuration's best hint only where that hint is at most this fraction above the
       incumbent (exact._worth_climbing); the others are left to the floors and the LP.
     - `mode_lighter`: layers of one stage made one mode lighter at once by a mode move.
+    - `tie_solves`: CP-SAT solves of objective bubble's tie phase (exact.tie_phase), at most,
+      per configuration: past them the partition kept is the preferred of the ties found.
     """
 
     sweep_share: float = 0.3
@@ -83,6 +85,7 @@ class SearchTuning:
     descend_rounds: int = 24
     descend_within: float = 0.02
     mode_lighter: int = 2
+    tie_solves: int = 100
 
     def __post_init__(self) -> None:
         shares = {
@@ -110,6 +113,7 @@ class SearchTuning:
             "branch_rounds": self.branch_rounds,
             "descend_rounds": self.descend_rounds,
             "mode_lighter": self.mode_lighter,
+            "tie_solves": self.tie_solves,
         }
         for name, count in counts.items():
             if count < 0:

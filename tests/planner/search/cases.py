@@ -109,6 +109,30 @@ def gpt_inputs(rng: random.Random, schedule: ScheduleName, vpp: int) -> Partitio
     )
 
 
+def uniform_gpt_inputs(
+    rng: random.Random, schedule: ScheduleName, pp: int, vpp: int, blocks: int
+) -> PartitionInputs:
+    """A GPT-shaped pipeline of `blocks` equal blocks between a light embedding and head, the
+    three recompute modes, a random cap (the hint tests' shared case)."""
+    n = blocks + 2
+    fw = (0.1, *([1.0] * blocks), 0.3)
+    return pipeline_inputs(
+        schedule,
+        pp,
+        vpp,
+        2 * pp,
+        fw=fw,
+        bw_input=tuple((2 * f, 2.2 * f, 3 * f) for f in fw),
+        bw_weight=fw,
+        p2p=(0.01,) * n,
+        act=tuple((a, a * 0.4, a * 0.05) for a in (0.5, *([2.0] * blocks), 0.5)),
+        static=(1.0,) * n,
+        post=(0.1,) * n,
+        cap=rng.uniform(20, 200),
+        modes=("none", "selective", "full"),
+    )
+
+
 def random_partition(rng: random.Random, inputs: PartitionInputs) -> Partition:
     """Random stage boundaries and a random recompute mode per layer."""
     n, n_st = inputs.num_layers, inputs.num_stages

@@ -20,31 +20,9 @@ from planner.search.model import layer_runs
 from planner.search.space import enumerate_configs
 from planner.specs.base import RecomputeMode, ScheduleName
 
-from .cases import pipeline_inputs
+from .cases import uniform_gpt_inputs
 
 MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
-
-
-def _gpt(
-    rng: random.Random, schedule: ScheduleName, pp: int, vpp: int, blocks: int
-) -> PartitionInputs:
-    n = blocks + 2
-    fw = (0.1, *([1.0] * blocks), 0.3)
-    return pipeline_inputs(
-        schedule,
-        pp,
-        vpp,
-        2 * pp,
-        fw=fw,
-        bw_input=tuple((2 * f, 2.2 * f, 3 * f) for f in fw),
-        bw_weight=fw,
-        p2p=(0.01,) * n,
-        act=tuple((a, a * 0.4, a * 0.05) for a in (0.5, *([2.0] * blocks), 0.5)),
-        static=(1.0,) * n,
-        post=(0.1,) * n,
-        cap=rng.uniform(20, 200),
-        modes=MODES,
-    )
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -54,7 +32,7 @@ def test_every_rank_holds_the_same_blocks_within_one(seed: int) -> None:
     pp = rng.randint(2, 6)
     vpp = 2 if schedule == "zbv" else rng.randint(2, 4)
     blocks = rng.randint(pp * vpp - 2, 5 * pp * vpp)
-    inputs = _gpt(rng, schedule, pp, vpp, blocks)
+    inputs = uniform_gpt_inputs(rng, schedule, pp, vpp, blocks)
     splits = rank_balanced(inputs)
     assert splits, "some split exists: at least as many layers as stages"
     # the levelled split (hints._levelled) gives the ranks of the end layers fewer blocks
@@ -124,14 +102,14 @@ def test_levelled_split_reaches_the_least_largest_rank_work(seed: int) -> None:
     rng = random.Random(9100 + seed)
     pp = rng.randint(2, 6)
     blocks = rng.randint(2 * pp, 5 * pp)
-    inputs = _gpt(rng, "zbv", pp, 2, blocks)
+    inputs = uniform_gpt_inputs(rng, "zbv", pp, 2, blocks)
     want = _rank_work(inputs, _levelled_counts(inputs, blocks, pp))
     got = min(_rank_work(inputs, _rank_blocks(inputs, b, pp)) for b in rank_balanced(inputs))
     assert got <= want + 1e-12, (got, want)
 
 
 def test_none_for_one_stage_per_rank() -> None:
-    inputs = _gpt(random.Random(1), "1f1b", 4, 1, 12)
+    inputs = uniform_gpt_inputs(random.Random(1), "1f1b", 4, 1, 12)
     assert rank_balanced(inputs) == []
     assert layer_runs(inputs)[1].count == 12
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.cost import PartitionInputs, partition_inputs, resolve_costs
+from planner.cost import partition_inputs, resolve_costs
 from planner.search.exact import solve_config
 from planner.search.hints import balanced, hint_partitions, repaired, reweighted
 from planner.search.partition import score
@@ -19,30 +19,10 @@ from planner.search.space import enumerate_configs
 from planner.specs import PlanRequest
 from planner.specs.base import RecomputeMode, ScheduleName
 
-from .cases import pipeline_inputs
+from .cases import uniform_gpt_inputs
 
 MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 QWEN = Path(__file__).parents[3] / "bench" / "cases" / "moe-qwen3-30b-a3b-8xh100.json"
-
-
-def _gpt(rng: random.Random, schedule: ScheduleName, pp: int, blocks: int) -> PartitionInputs:
-    n = blocks + 2
-    fw = (0.1, *([1.0] * blocks), 0.3)
-    return pipeline_inputs(
-        schedule,
-        pp,
-        1,
-        2 * pp,
-        fw=fw,
-        bw_input=tuple((2 * f, 2.2 * f, 3 * f) for f in fw),
-        bw_weight=fw,
-        p2p=(0.01,) * n,
-        act=tuple((a, a * 0.4, a * 0.05) for a in (0.5, *([2.0] * blocks), 0.5)),
-        static=(1.0,) * n,
-        post=(0.1,) * n,
-        cap=rng.uniform(20, 200),
-        modes=MODES,
-    )
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -50,7 +30,7 @@ def test_reweighted_splits_are_partitions_among_the_hints(seed: int) -> None:
     rng = random.Random(8100 + seed)
     schedule: ScheduleName = rng.choice(["1f1b", "gpipe"])
     pp = rng.randint(2, 6)
-    inputs = _gpt(rng, schedule, pp, rng.randint(pp, 6 * pp))
+    inputs = uniform_gpt_inputs(rng, schedule, pp, 1, rng.randint(pp, 6 * pp))
     start = repaired(inputs, balanced(inputs, "none").bounds, MODES)
     found = reweighted(inputs, start, MODES)
     assert len({p.bounds for p in (start, *found)}) == len(found) + 1  # no split repeats

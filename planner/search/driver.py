@@ -679,8 +679,8 @@ def _visit(
         for heuristic in entry.seeds or [Scored(h, score(inputs, h)) for h in _hints(entry, n)]:
             _offer(request, out, entry, heuristic)
         return 0.0
+    ties = request.objective == "bubble"  # the tie rule (exact.tie_key), in either mode
     if exhaustive:
-        ties = request.objective == "bubble"
         res = exhaustive_config(inputs, modes=cfg.modes, split=split, ties=ties)
     else:
         known = Known(
@@ -702,7 +702,7 @@ def _visit(
             prove=prove,
             polish=polish,
             tuning=out.tuning,
-            ties=request.objective == "bubble",
+            ties=ties,
         )
     entry.result, entry.verdict = res, "solved"
     out.solver_calls += res.solver_calls

@@ -80,6 +80,9 @@ def scored_partitions(
     distinct (backward time, activation bytes)), scored: what exhaustive_config minimises."""
     main = main_run(inputs)
     room = inputs.cap_bytes - inputs.fixed_bytes
+    # in mode-index order: the first combo of each (bw, act) is the least in the tie rule's
+    # order of modes (exact.tie_key)
+    ordered = tuple(sorted(modes, key=MODE_INDEX.__getitem__))
     for bounds in _splits(inputs.num_layers, inputs.num_stages):
         if not split_ok(bounds, split, main):
             continue
@@ -89,9 +92,6 @@ def scored_partitions(
             layers = range(bounds[s], bounds[s + 1])
             static[inputs.stage_rank[s]] += sum(inputs.static_bytes[i] for i in layers)
             seen: dict[tuple[float, float], tuple[RecomputeMode, ...]] = {}
-            # in mode-index order: the first combo of each (bw, act) is the least in the tie
-            # rule's order of modes (exact.tie_key)
-            ordered = tuple(sorted(modes, key=MODE_INDEX.__getitem__))
             for combo in itertools.product(ordered, repeat=len(layers)):
                 ks = [MODE_INDEX[c] for c in combo]
                 bw = sum(inputs.bw_input_s[i][k] for i, k in zip(layers, ks, strict=True))

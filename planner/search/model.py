@@ -180,7 +180,6 @@ class PartitionModel:
         self._cuts: list[tuple[dict[Key, int], int]] = []  # coefficients, constant
         self._post: list[dict[Key, int]] = []
         self._seen: set[PathCut] = set()
-        self.recompute_coefs: dict[Key, int] = {}  # minimise_recompute's R
         self._build(split)
 
     # ---- variables and constraints ------------------------------------------------------
@@ -389,7 +388,6 @@ class PartitionModel:
             if kind == "z":
                 bw = inp.bw_input_s[self.runs[g].first]
                 coefs[key] = math.floor((bw[k] - bw[none]) * unit)
-        self.recompute_coefs = coefs
         if any(coefs.values()):
             self.model.minimize(self._linear(coefs))
         elif self.model.has_objective():

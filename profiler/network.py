@@ -37,6 +37,7 @@ import torch.distributed as dist
 from pydantic import Field
 
 from planner.specs import ClusterSpec, Frozen
+from profiler.rank_exit import exit_rank
 
 __all__ = ["LinkFigures", "Measurement", "NetworkProfile", "bus_bandwidth", "main"]
 
@@ -334,4 +335,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_rank(main())

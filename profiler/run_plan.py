@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-import sys
 import time
 from typing import Any
 
@@ -26,6 +25,7 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage
 
 from planner.plan import Plan
+from profiler.rank_exit import exit_rank
 from profiler.runner.folded import Folded, check_folded, folded_groups
 from profiler.runner.measure import BusyTimer, SavedBytesMeter, static_bytes
 from profiler.runner.mesh import RunMesh, init_mesh
@@ -331,4 +331,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_rank(main())

@@ -62,7 +62,7 @@ from planner.search.exact import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
-from planner.search.kinds import kind_work
+from planner.search.kinds import CoarseKey, coarse_key, coarse_work, kind_work
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
@@ -150,6 +150,9 @@ class Outcome:
     work_kinds: dict[tuple[object, ...], tuple[float, float]] = field(
         default_factory=dict
     )  # (tp, mbs, sp, split backward, cp, cp_comm, ep, etp) -> (work_s, chain_s): _work_floor
+    coarse_kinds: dict[CoarseKey, tuple[float, float] | None] = field(
+        default_factory=dict
+    )  # (tp, mbs, sp, cp) -> floors of its kinds' (work_s, chain_s): _coarse_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
     lower_bound_s: float | None = None
     gap: float | None = None
@@ -253,6 +256,8 @@ def run_search(
     while True:
         first_new = len(out.entries)
         out.pending = _sweep(request, out, src, out.pending, prune, report, share)
+        if out.pending:  # cut short: every unswept group gets its coarse floor now
+            _coarse_floors_of(request, src, out, limit)
         if prune and request.objective == "time":
             _mark_dominated(out.entries)
         # Exact phase: the most promising configurations first (by their heuristic step time);
@@ -363,34 +368,89 @@ def settled(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
 
 
 def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[float] | None:
-    """The floors of every configuration not settled (entries, then unswept groups: their
-    schedule-independent floors, computed once per group when `sweep`); None when an
-    unswept group has no floor yet.
+    """The floors of every configuration not settled (entries, then unswept groups); None
+    when an unswept group has no floor yet (only without `sweep`).
 
-    Once the search's clock has passed search.time_limit_s plus tuning.finish_slack_s, an
-    unswept group's floor is only what is already known: its own (computed earlier), else its
-    work kinds' (`_work_floor` from `out.work_kinds`, no cost model called), else 0 (a step
-    takes positive time, so the bound stays a valid lower bound; no gap is then stated: None).
-    The bound of a search cut by its limit thus costs a scan of what was computed, not a cost
-    model call per group."""
+    An unswept group's floor: its coarse floor (_coarse_floor; one at or above the
+    incumbent cannot lower the bound, and the group is left out), else with `sweep` its
+    schedule-independent work floor (_work_floor, computed once per group, kept in
+    out.pending_floors) raised to the coarse floor. Without `sweep` (a progress report), or
+    once the search's clock has passed search.time_limit_s plus tuning.finish_slack_s, only
+    what is already known counts: the larger of its coarse floor and its work kinds' floor
+    where known, else 0 (a step takes positive time, so the bound stays a valid lower bound;
+    no gap is then stated: None). The bound of a search cut by its limit thus costs a scan
+    of what was computed, not a cost model call per group."""
     floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
     src = out.source if out.source is not None else resolve_costs(request)
     deadline = request.search.time_limit_s + out.tuning.finish_slack_s
+    bound = time_bound_s(request, out)
     for members in out.pending:
         if bubble_closed(request, out, members[0].pp):  # a group shares its pp
             continue
         key = id(members)
-        if key not in out.pending_floors:
-            if not sweep:
-                return None
-            if out.now() >= deadline:
-                floors.append(_work_floor(request, src, out, members, known=True) or 0.0)
+        if key in out.pending_floors:
+            floor = out.pending_floors[key]
+            if floor is not None:
+                floors.append(floor)
+            continue
+        late = not sweep or out.now() >= deadline
+        coarse = _coarse_floor(request, src, out, members, known=late)
+        if coarse is not None and bound is not None and coarse >= bound * (1 - REL_TOL):
+            continue  # at or above the incumbent: it cannot lower the bound
+        if not late:
+            exact = _work_floor(request, src, out, members)
+            if exact is None and coarse is None:  # no costs for any member
+                out.pending_floors[key] = None
                 continue
-            out.pending_floors[key] = _work_floor(request, src, out, members)
-        floor = out.pending_floors[key]
-        if floor is not None:
+            floor = max(exact or 0.0, coarse or 0.0)
+            out.pending_floors[key] = floor
             floors.append(floor)
+            continue
+        known = _work_floor(request, src, out, members, known=True)
+        if known is None and coarse is None and not sweep:
+            return None
+        floors.append(max(known or 0.0, coarse or 0.0))
     return floors
+
+
+def _coarse_floor(
+    request: PlanRequest,
+    src: CostSource,
+    out: Outcome,
+    members: list[Config],
+    *,
+    known: bool = False,
+) -> float | None:
+    """A time floor of every configuration of a group from its (tp, mbs, sp, cp) alone:
+    max(m W / pp, C) with W and C kinds.coarse_work's floors of every work kind under that
+    key (kept in `out.coarse_kinds`), so at most _work_floor's. One evaluation serves every
+    group of the key, whatever its pp, dp, ZeRO, ep, etp or cp_comm (the members of a group
+    share tp, mbs, sp, cp, m and pp). None if the key has no costs, or, with `known`, if
+    it was never evaluated."""
+    cfg = members[0]
+    key = coarse_key(cfg)
+    if key not in out.coarse_kinds:
+        if known:
+            return None
+        try:
+            out.coarse_kinds[key] = coarse_work(request, src, key)
+        except (SpecError, ValueError):
+            out.coarse_kinds[key] = None
+    wc = out.coarse_kinds[key]
+    if wc is None:
+        return None
+    return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+
+
+def _coarse_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
+    """Evaluate the coarse floor of every unswept group's key (a few hundred evaluations
+    on the largest requests) while the search's clock is below `limit`, so that the bound
+    of a search cut short counts a positive floor for every group (_open_floors)."""
+    for members in out.pending:
+        if coarse_key(members[0]) not in out.coarse_kinds:
+            if out.now() >= limit:
+                return
+            _coarse_floor(request, src, out, members)
 
 
 def _work_floor(
@@ -569,8 +629,11 @@ def _sweep(
         if prune and enough is not None:
             # The layers' work m W / pp = b W tp cp / (mbs N) is one number per work kind
             # (_work_floor, cached): kinds that cannot beat the incumbent (large cp on short
-            # chunks, say) are settled before the group's PartitionInputs are built.
-            work = _work_floor(request, src, out, members)
+            # chunks, say) are settled before the group's PartitionInputs are built; first
+            # by the coarse floor of its (tp, mbs, sp, cp), one evaluation for all its kinds.
+            work = _coarse_floor(request, src, out, members)
+            if work is None or work < enough:
+                work = _work_floor(request, src, out, members)
             if work is not None and work >= enough:
                 out.group_time_pruned += len(members)
                 out.time_groups.append(MemoryGroup(members, 0.0, work))

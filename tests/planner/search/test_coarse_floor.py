@@ -25,7 +25,9 @@ from planner.cost import partition_inputs, resolve_costs
 from planner.errors import SpecError
 from planner.search.bounds import restricted, time_floor_s
 from planner.search.driver import Outcome, _coarse_floor, run_search
+from planner.search.exact import REL_TOL
 from planner.search.kinds import coarse_key, coarse_work, kind_key, kind_work
+from planner.search.progress import SearchProgress
 from planner.search.space import Config, enumerate_configs
 from planner.specs import PlanRequest
 
@@ -162,13 +164,14 @@ class StepClock:
 
 
 def test_a_search_cut_short_states_a_bound_at_most_the_optimum() -> None:
-    cut = stated = 0
+    cut = stated = bounded = 0
     for i in range(12):
         request = random_folded_request(random.Random(f"coarse-cut-{i}"), "moe")
         short = request.model_copy(
             update={"search": request.search.model_copy(update={"time_limit_s": 1.0})}
         )
-        out = run_search(short, clock=StepClock(5e-3))
+        reports: list[SearchProgress] = []
+        out = run_search(short, clock=StepClock(5e-3), on_progress=reports.append)
         oracle = solve_in_mode(request, "exhaustive")
         if out.best is None:
             assert oracle is None or out.pending
@@ -177,8 +180,19 @@ def test_a_search_cut_short_states_a_bound_at_most_the_optimum() -> None:
         optimum = oracle.plan.prediction.step_time_s
         assert out.lower_bound_s is not None
         assert out.lower_bound_s <= optimum * (1 + 1e-9), (i, out.lower_bound_s, optimum)
+        # the reports' bounds (kept scans of the unswept groups, out.pending_scan) too
+        for r in reports:
+            assert r.lower_bound_s is None or r.lower_bound_s <= optimum * (1 + 1e-9)
+        bounded += any(r.lower_bound_s is not None for r in reports[:-1])
+        incumbent = out.best[1].score.step_time_s
+        src = out.source
+        assert src is not None
+        for members in out.pending:  # what reaches the incumbent is pruned, not left open
+            floor = _coarse_floor(short, src, out, members, known=True)
+            assert floor is None or floor < incumbent * (1 - REL_TOL)
         if out.pending:
             cut += 1
             stated += out.gap is not None and math.isfinite(out.gap)
     assert cut >= 2, "the clock must cut some searches short for this test to mean anything"
     assert stated == cut  # every unswept group had a positive floor
+    assert bounded >= cut  # and the reports before the last state a bound

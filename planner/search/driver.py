@@ -406,8 +406,8 @@ def _pending_floor(
     groups only ever shrink (the sweep takes them from the front, a big group's rest stays
     a part of it), their floors stay valid and the incumbent only falls, so the least of an
     earlier scan is a floor of every later unswept group. A progress report reuses the last
-    one (DeepSeek-V3 on 2,048 GPUs leaves 300,000 groups unswept: a scan per report was most
-    of a search); a bound with `sweep` scans again unless nothing changed since, and
+    one (DeepSeek-V3 on 2,048 GPUs may leave 300,000 groups unswept: a scan per report would
+    cost more than the search); a bound with `sweep` scans again unless nothing changed since, and
     `fresh` always scans."""
     bound = time_bound_s(request, out)
     stamp = (id(out.pending), len(out.pending), bound)

@@ -90,7 +90,7 @@ def test_expert_floor_parts_are_at_most_every_ep_and_etp() -> None:
     from planner.catalog.efficiency import DEFAULT_EFFICIENCY as eff
 
     index = next(i for i in range(arch.num_layers) if arch.is_moe_layer(i))
-    experts, ffn = arch.moe.num_experts, arch.moe.moe_ffn_hidden_size
+    experts = arch.moe.num_experts
     for tokens in (1, 7, 512, 8192, 65536):
         x = Shape(
             b=1,
@@ -129,7 +129,6 @@ def test_expert_floor_parts_are_at_most_every_ep_and_etp() -> None:
                         assert getattr(f, field) <= getattr(r, field), (tokens, ep, etp, f, r)
                         # the floor reads only what ep and etp leave unchanged
                         assert getattr(s, field) == pytest.approx(getattr(f, field), rel=1e-12)
-        assert ffn > 0
 
 
 def test_the_group_floor_is_at_most_every_member_floor() -> None:

@@ -28,6 +28,7 @@ from planner.catalog.moe_work import (
     DEFAULT_ROUTING,
     ExpertShape,
     RoutingTerms,
+    expert_floor_parts,
     expert_parts,
     expert_shape,
     mla_parts,
@@ -96,6 +97,26 @@ def general_decoder_work(
     es = _experts(arch, index, lx, ep=ep, etp=etp, routing=routing)
     projections = mla_parts(lx, arch.mla, gpu, eff) if arch.mla is not None else None
     experts = expert_parts(lx, es, gpu, eff) if es is not None else ()
+    return decoder_work(lx, arch.family, gpu, eff, projections=projections, experts=experts)
+
+
+def general_decoder_floor_work(
+    arch: ModelArch,
+    index: int,
+    x: Shape,
+    *,
+    gpu: GpuSpec,
+    eff: Efficiency,
+    routing: RoutingTerms = DEFAULT_ROUTING,
+) -> LayerWork:
+    """general_decoder_work's parts with the routed experts' replaced by their floors over
+    every ep and etp (moe_work.expert_floor_parts); the other parts do not read ep or etp.
+    Its fw_s, bw_input_s and bw_weight_s are therefore at most general_decoder_work's at
+    every (ep, etp): the same sums, term by term no larger (rounded addition is monotone)."""
+    lx = layer_shape(arch, index, x)
+    es = _experts(arch, index, lx, ep=1, etp=1, routing=routing)
+    projections = mla_parts(lx, arch.mla, gpu, eff) if arch.mla is not None else None
+    experts = expert_floor_parts(lx, es, gpu, eff) if es is not None else ()
     return decoder_work(lx, arch.family, gpu, eff, projections=projections, experts=experts)
 
 

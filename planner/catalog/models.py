@@ -27,6 +27,7 @@ from planner.catalog.decoder_kinds import (
     DECODER,
     decoder_kind,
     general_decoder_cost,
+    general_decoder_floor_work,
     general_decoder_work,
 )
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
@@ -338,6 +339,44 @@ def analytic_work(
                     arch, i, x, gpu=gpu, eff=efficiency, ep=ep, etp=etp, routing=routing
                 )
     out[HEAD] = head_work(x, fam, gpu, efficiency)
+    return out
+
+
+def analytic_expert_floors(
+    arch: ModelArch,
+    *,
+    gpu: GpuSpec,
+    dtype: str,
+    seq_length: int,
+    micro_batch_size: int,
+    tp: int,
+    sequence_parallel: bool,
+    cp: int = 1,
+    efficiency: Efficiency = DEFAULT_EFFICIENCY,
+    routing: RoutingTerms = DEFAULT_ROUTING,
+    ring: RingAttention = MEGATRON_CORE,
+) -> dict[str, tuple[float, float, float]]:
+    """Per MoE decoder kind of `arch`: (fw_s, bw_input_s, bw_weight_s) at or below
+    `analytic_costs`' for that kind at every (ep, etp) of this point
+    (decoder_kinds.general_decoder_floor_work). The other kinds do not read ep or etp."""
+    x = _shape(
+        arch,
+        dtype=dtype,
+        seq_length=seq_length,
+        micro_batch_size=micro_batch_size,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
+        cp=cp,
+        ring=ring,
+    )
+    out: dict[str, tuple[float, float, float]] = {}
+    for i in range(arch.num_layers):
+        if not arch.is_moe_layer(i):
+            continue
+        kind = decoder_kind(arch, i)
+        if kind not in out:
+            work = general_decoder_floor_work(arch, i, x, gpu=gpu, eff=efficiency, routing=routing)
+            out[kind] = (work.fw_s, work.bw_input_s, work.bw_weight_s)
     return out
 
 

@@ -198,6 +198,65 @@ def expert_parts(x: Shape, es: ExpertShape, gpu: GpuSpec, eff: Efficiency) -> tu
     )
 
 
+# expert_floor_parts' parts are scaled by this: their closed forms and expert_parts' kernel
+# times round differently, and a floor must stay at or below every one of them
+FLOOR_MARGIN = 1.0 - 1e-9
+
+
+def expert_floor_parts(
+    x: Shape, es: ExpertShape, gpu: GpuSpec, eff: Efficiency
+) -> tuple[Part, ...]:
+    """Parts at or below expert_parts' for every ep and etp of the same layer and tokens
+    (`es` at any of them): a floor of an MoE layer's time that holds for the whole expert
+    grid of a (tp, cp, micro-batch) point, the search's coarse floors.
+
+    Why each part is a floor. The router's GEMM reads T_r, E and h only: the same part.
+    With base = T_r k / E (capped as in mean_rows) x the busiest rank's factor, both
+    independent of ep and etp, the busiest rank runs E / ep local experts of
+    rows >= base etp ep each (mean_rows x factor, rounded up), f_s = ceil(f_e / etp) >=
+    f_e / etp columns, so for each grouped GEMM (and its dgrad and wgrad, the same M N K
+    product and the same three operands):
+        batch M N K = (E / ep) rows (m_in f_s) h >= E base m_in f_e h     (expert_in)
+                    = (E / ep) rows h f_s        >= E base f_e h          (expert_out)
+    and gemm_s >= max(2 batch M N K / (peak x matmul_fraction), bytes(A) + bytes(C) over
+    HBM) + kernel_overhead_s: every wave of tiles covers at most sm_count tiles of Tm x Tn,
+    so waves x Tm x Tn x sm_count >= batch M N; the operand B (the weights, which shrink
+    with ep and etp) is left out of the bytes; expert_in's A (rows x h) and C (rows x
+    m_in f_s) are at least E base h and E base m_in f_e elements over the local experts,
+    expert_out's A (rows x f_s) and C (rows x h) at least E base f_e and E base h. The
+    element-wise kernels move 5 copies + act + scores bytes with copies = rows local h d >=
+    E base h d and act = (m_in + 1) rows local f_s d >= (m_in + 1) E base f_e d (memory
+    time grows with bytes).
+    Each floor is scaled by FLOOR_MARGIN against the rounding of the two forms."""
+    d, h = x.d, x.h
+    base = es.busiest_rows / (es.etp * es.ep)
+    m_in = es.matrices_in
+    experts = float(es.num_experts)
+
+    def floor_gemm(flops: float, moved: float) -> float:
+        compute = flops / (gpu.peak_flops * eff.matmul_fraction)
+        return FLOOR_MARGIN * max(compute, eff.memory_s(moved, gpu)) + eff.kernel_overhead_s
+
+    rows_total = experts * base  # sum over local experts of their rows, at least
+    t_in = floor_gemm(
+        2.0 * rows_total * m_in * es.ffn * h, (rows_total * h + rows_total * m_in * es.ffn) * d
+    )
+    t_out = floor_gemm(2.0 * rows_total * h * es.ffn, (rows_total * es.ffn + rows_total * h) * d)
+    copies = rows_total * h * d
+    act = (m_in + 1) * rows_total * es.ffn * d
+    scores = 3.0 * 4.0 * es.routed_tokens * es.num_experts
+    elem = 2.0 * 2.0 * copies + copies + act + scores
+    fw = FLOOR_MARGIN * eff.memory_s(elem, gpu) + 5 * eff.kernel_overhead_s
+    bw = FLOOR_MARGIN * eff.memory_s(2.0 * elem, gpu) + 5 * eff.kernel_overhead_s
+    router = Gemm(es.routed_tokens, es.num_experts, h)
+    return (
+        _part("gemm.router", router, gpu, eff, d),
+        Part("gemm.expert_in", t_in, t_in, t_in),
+        Part("gemm.expert_out", t_out, t_out, t_out),
+        Part("elementwise.moe", fw, bw, 0.0),
+    )
+
+
 def mla_parts(x: Shape, mla: MlaSpec, gpu: GpuSpec, eff: Efficiency) -> list[Part]:
     """MLA's projections as GEMMs (module docstring), split by t: q_a [T, h] x [h, q_lora]
     and q_b [T, q_lora] x [q_lora, a dq / t] (or q [T, h] x [h, a dq / t]), kv_a

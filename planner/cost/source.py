@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from planner.catalog.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from planner.catalog.models import analytic_costs, layer_refs
+from planner.catalog.models import analytic_costs, analytic_expert_floors, layer_refs
 from planner.catalog.moe_work import DEFAULT_ROUTING, RoutingTerms
 from planner.catalog.ring_attention import ring_attention_for
 from planner.errors import SpecError
@@ -19,6 +19,7 @@ from planner.specs.model import NO_OVERHEAD, ActionOverhead, LayerCost, LayerRef
 from planner.specs.request import PlanRequest
 
 _Key = tuple[int, int, bool, int, int, int]  # (mbs, tp, sp, cp, ep, etp)
+_Point = tuple[int, int, bool, int]  # (mbs, tp, sp, cp)
 
 
 class CostSource:
@@ -32,6 +33,7 @@ class CostSource:
         origin: str,
         arch: ModelArch | None = None,
         action_overhead: ActionOverhead = NO_OVERHEAD,
+        expert_floors: Callable[[_Point], dict[str, tuple[float, float, float]]] | None = None,
     ) -> None:
         self.layers = layers
         self.origin = origin  # "analytic" or "profile"
@@ -40,7 +42,11 @@ class CostSource:
         # analytic catalog (no published per-action figure for a GPU runtime is used)
         self.action_overhead = action_overhead
         self._kind_costs = kind_costs
+        # per MoE layer kind, its (fw, bw_input, bw_weight) floors over ep and etp; None
+        # where no kind reads ep or etp (a dense model, a profile)
+        self._expert_floors = expert_floors
         self._cache: dict[_Key, tuple[LayerCost, ...]] = {}
+        self._floors: dict[_Point, tuple[LayerCost, ...]] = {}
         self._split: dict[_Key, bool] = {}
 
     @property
@@ -64,6 +70,33 @@ class CostSource:
             by_kind = self._kind_costs(key)
             cached = tuple(by_kind[layer.kind] for layer in self.layers)
             self._cache[key] = cached
+        return cached
+
+    def floor_costs(
+        self, *, micro_batch_size: int, tp: int, sequence_parallel: bool, cp: int = 1
+    ) -> tuple[LayerCost, ...]:
+        """One LayerCost per layer whose fw_s, bw_input_s and bw_weight_s (and split_costs)
+        are at most the layer's at every (ep, etp) of this point, the rest as at ep = etp
+        = 1: those costs themselves where no layer reads ep or etp, else with each MoE
+        kind's three times replaced by its floors (planner.catalog.models.
+        analytic_expert_floors). Cached; raises as layer_costs does."""
+        key = (micro_batch_size, tp, sequence_parallel, cp)
+        cached = self._floors.get(key)
+        if cached is None:
+            costs = self.layer_costs(
+                micro_batch_size=micro_batch_size, tp=tp, sequence_parallel=sequence_parallel, cp=cp
+            )
+            floors = self._expert_floors(key) if self._expert_floors is not None else {}
+            of_kind = {layer.kind: c for layer, c in zip(self.layers, costs, strict=True)}
+            by_kind: dict[str, LayerCost] = {}
+            for kind, (fw, bw_input, bw_weight) in floors.items():
+                by_kind[kind] = of_kind[kind].model_copy(  # (analytic costs have no split fields)
+                    update={"fw_s": fw, "bw_input_s": bw_input, "bw_weight_s": bw_weight}
+                )
+            cached = tuple(
+                by_kind.get(layer.kind, c) for layer, c in zip(self.layers, costs, strict=True)
+            )
+            self._floors[key] = cached
         return cached
 
     def split_backward_differs(
@@ -180,8 +213,28 @@ def resolve_costs(
                 ring=ring,
             )
 
+        def expert_floors(point: _Point) -> dict[str, tuple[float, float, float]]:
+            mbs, tp, sp, cp = point
+            return analytic_expert_floors(
+                arch,
+                gpu=gpu,
+                dtype=training.dtype,
+                seq_length=training.seq_length,
+                micro_batch_size=mbs,
+                tp=tp,
+                sequence_parallel=sp,
+                cp=cp,
+                efficiency=eff,
+                routing=routing,
+                ring=ring,
+            )
+
         return CostSource(
-            layers=layer_refs(arch), kind_costs=from_arch, origin="analytic", arch=arch
+            layers=layer_refs(arch),
+            kind_costs=from_arch,
+            origin="analytic",
+            arch=arch,
+            expert_floors=expert_floors if arch.moe is not None else None,
         )
     raise SpecError(
         "model.profile_id",

@@ -62,7 +62,7 @@ from planner.search.exact import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
-from planner.search.kinds import kind_work
+from planner.search.kinds import CoarseKey, coarse_key, coarse_work, kind_work
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
@@ -150,6 +150,9 @@ class Outcome:
     work_kinds: dict[tuple[object, ...], tuple[float, float]] = field(
         default_factory=dict
     )  # (tp, mbs, sp, split backward, cp, cp_comm, ep, etp) -> (work_s, chain_s): _work_floor
+    coarse_kinds: dict[CoarseKey, tuple[float, float] | None] = field(
+        default_factory=dict
+    )  # (tp, mbs, sp, cp) -> floors of its kinds' (work_s, chain_s): _coarse_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
     lower_bound_s: float | None = None
     gap: float | None = None
@@ -158,6 +161,9 @@ class Outcome:
     alternatives_note: str | None = None
     tuning: SearchTuning = TUNING  # what run_search was given; the phases read it here
     gap_checked_at: float = -math.inf  # search clock of the last throttled gap check
+    # the last complete scan of the unswept groups: ((id, len of out.pending, incumbent
+    # bound), their least floor): _pending_floor
+    pending_scan: tuple[tuple[int, int, float | None], float] | None = None
 
 
 def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
@@ -253,6 +259,9 @@ def run_search(
     while True:
         first_new = len(out.entries)
         out.pending = _sweep(request, out, src, out.pending, prune, report, share)
+        if out.pending:  # cut short: every unswept group gets its coarse floor now
+            _coarse_floors_of(request, src, out, limit)
+            _pending_floor(request, out, sweep=False, fresh=True)  # for progress reports
         if prune and request.objective == "time":
             _mark_dominated(out.entries)
         # Exact phase: the most promising configurations first (by their heuristic step time);
@@ -363,34 +372,122 @@ def settled(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
 
 
 def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[float] | None:
-    """The floors of every configuration not settled (entries, then unswept groups: their
-    schedule-independent floors, computed once per group when `sweep`); None when an
-    unswept group has no floor yet.
-
-    Once the search's clock has passed search.time_limit_s plus tuning.finish_slack_s, an
-    unswept group's floor is only what is already known: its own (computed earlier), else its
-    work kinds' (`_work_floor` from `out.work_kinds`, no cost model called), else 0 (a step
-    takes positive time, so the bound stays a valid lower bound; no gap is then stated: None).
-    The bound of a search cut by its limit thus costs a scan of what was computed, not a cost
-    model call per group."""
+    """The floors of every configuration not settled: the entries', then the least floor of
+    the unswept groups (_pending_floor); None when an unswept group has no floor yet (only
+    without `sweep`)."""
     floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
+    if not out.pending:
+        return floors
+    least = _pending_floor(request, out, sweep=sweep)
+    if least is None:
+        return None
+    if least < math.inf:
+        floors.append(least)
+    return floors
+
+
+def _pending_floor(
+    request: PlanRequest, out: Outcome, *, sweep: bool, fresh: bool = False
+) -> float | None:
+    """The least floor of the unswept groups that may lower the bound (inf if none may);
+    None when one has no floor yet (only without `sweep`).
+
+    A group's floor: its coarse floor (_coarse_floor; one at or above the incumbent cannot
+    lower the bound, and the group is left out), else with `sweep` its schedule-independent
+    work floor (_work_floor, computed once per group, kept in out.pending_floors) raised to
+    the coarse floor. Without `sweep` (a progress report), or once the search's clock has
+    passed search.time_limit_s plus tuning.finish_slack_s, only what is already known
+    counts: the coarse floor, else with `sweep` the work kinds' floor where every kind is
+    known, else 0 (a step takes positive time, so the bound stays a valid lower bound; no
+    gap is then stated: None). The bound of a search cut by its limit thus costs a scan of
+    what was computed, not a cost model call per group.
+
+    A scan that found a floor for every group is kept (`out.pending_scan`): the unswept
+    groups only ever shrink (the sweep takes them from the front, a big group's rest stays
+    a part of it), their floors stay valid and the incumbent only falls, so the least of an
+    earlier scan is a floor of every later unswept group. A progress report reuses the last
+    one (DeepSeek-V3 on 2,048 GPUs may leave 300,000 groups unswept: a scan per report would
+    cost more than the search); a bound with `sweep` scans again unless nothing changed since, and
+    `fresh` always scans."""
+    bound = time_bound_s(request, out)
+    stamp = (id(out.pending), len(out.pending), bound)
+    kept = out.pending_scan
+    if kept is not None and not fresh and (not sweep or kept[0] == stamp):
+        return kept[1]
     src = out.source if out.source is not None else resolve_costs(request)
     deadline = request.search.time_limit_s + out.tuning.finish_slack_s
+    late = not sweep or out.now() >= deadline
+    enough = bound * (1 - REL_TOL) if bound is not None else math.inf
+    least = math.inf
     for members in out.pending:
         if bubble_closed(request, out, members[0].pp):  # a group shares its pp
             continue
         key = id(members)
-        if key not in out.pending_floors:
-            if not sweep:
-                return None
-            if out.now() >= deadline:
-                floors.append(_work_floor(request, src, out, members, known=True) or 0.0)
+        if key in out.pending_floors:
+            floor = out.pending_floors[key]
+            if floor is not None:
+                least = min(least, floor)
+            continue
+        coarse = _coarse_floor(request, src, out, members, known=late)
+        if coarse is not None and coarse >= enough:
+            continue  # at or above the incumbent: it cannot lower the bound
+        late = late or out.now() >= deadline
+        if not late:
+            exact = _work_floor(request, src, out, members)
+            if exact is None and coarse is None:  # no costs for any member
+                out.pending_floors[key] = None
                 continue
-            out.pending_floors[key] = _work_floor(request, src, out, members)
-        floor = out.pending_floors[key]
-        if floor is not None:
-            floors.append(floor)
-    return floors
+            floor = max(exact or 0.0, coarse or 0.0)
+            out.pending_floors[key] = floor
+        elif coarse is not None:
+            floor = coarse
+        elif not sweep:
+            return None
+        else:
+            floor = _work_floor(request, src, out, members, known=True) or 0.0
+        least = min(least, floor)
+    out.pending_scan = (stamp, least)
+    return least
+
+
+def _coarse_floor(
+    request: PlanRequest,
+    src: CostSource,
+    out: Outcome,
+    members: list[Config],
+    *,
+    known: bool = False,
+) -> float | None:
+    """A time floor of every configuration of a group from its (tp, mbs, sp, cp) alone:
+    max(m W / pp, C) with W and C kinds.coarse_work's floors of every work kind under that
+    key (kept in `out.coarse_kinds`), so at most _work_floor's. One evaluation serves every
+    group of the key, whatever its pp, dp, ZeRO, ep, etp or cp_comm (the members of a group
+    share tp, mbs, sp, cp, m and pp). None if the key has no costs, or, with `known`, if
+    it was never evaluated."""
+    cfg = members[0]
+    key = coarse_key(cfg)
+    if key not in out.coarse_kinds:
+        if known:
+            return None
+        try:
+            out.coarse_kinds[key] = coarse_work(request, src, key)
+        except (SpecError, ValueError):
+            out.coarse_kinds[key] = None
+    wc = out.coarse_kinds[key]
+    if wc is None:
+        return None
+    return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+
+
+def _coarse_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
+    """Evaluate the coarse floor of every unswept group's key (a few hundred evaluations
+    on the largest requests) while the search's clock is below `limit`, so that the bound
+    of a search cut short counts a positive floor for every group (_open_floors)."""
+    for members in out.pending:
+        if coarse_key(members[0]) not in out.coarse_kinds:
+            if out.now() >= limit:
+                return
+            _coarse_floor(request, src, out, members)
 
 
 def _work_floor(
@@ -477,12 +574,33 @@ def _close(request: PlanRequest, out: Outcome) -> None:
     """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
     low, gap, bubble = _bounds(request, out, sweep=True)
     out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
+    _settle_pending(request, out)
     # OPTIMAL only if every group was reached and every configuration settled
     if out.pending or any(not settled(request, out, e) for e in out.entries):
         out.status = "FEASIBLE"
     if out.best is not None and out.status == "OPTIMAL":
         out.lower_bound_s, out.gap = out.best[1].score.step_time_s, 0.0
     out.stopped_at_gap = out.stopped_at_gap and out.status == "FEASIBLE"
+
+
+def _settle_pending(request: PlanRequest, out: Outcome) -> None:
+    """Unswept groups whose known floor (their own, or their coarse floor) reaches the
+    incumbent are pruned, as the sweep would prune them: none can beat it."""
+    bound = time_bound_s(request, out)
+    if bound is None or not out.pending:
+        return
+    src = out.source if out.source is not None else resolve_costs(request)
+    keep = []
+    for members in out.pending:
+        own = out.pending_floors.get(id(members))
+        coarse = _coarse_floor(request, src, out, members, known=True)
+        floor = max(own or 0.0, coarse or 0.0)
+        if floor >= bound * (1 - REL_TOL):
+            out.group_time_pruned += len(members)
+            out.time_groups.append(MemoryGroup(members, 0.0, floor))
+        else:
+            keep.append(members)
+    out.pending = keep
 
 
 class _Reporter:
@@ -569,8 +687,11 @@ def _sweep(
         if prune and enough is not None:
             # The layers' work m W / pp = b W tp cp / (mbs N) is one number per work kind
             # (_work_floor, cached): kinds that cannot beat the incumbent (large cp on short
-            # chunks, say) are settled before the group's PartitionInputs are built.
-            work = _work_floor(request, src, out, members)
+            # chunks, say) are settled before the group's PartitionInputs are built; first
+            # by the coarse floor of its (tp, mbs, sp, cp), one evaluation for all its kinds.
+            work = _coarse_floor(request, src, out, members)
+            if work is None or work < enough:
+                work = _work_floor(request, src, out, members)
             if work is not None and work >= enough:
                 out.group_time_pruned += len(members)
                 out.time_groups.append(MemoryGroup(members, 0.0, work))

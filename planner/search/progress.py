@@ -13,8 +13,9 @@ class SearchProgress:
     floor, dominance or the framework's checks; `fraction` is settled / total (1.0 in the last
     report). `incumbent_s`: the step time of the best plan so far (None before the first);
     `lower_bound_s` and `gap` as in the result's SearchStats (docs/search.md, Gap and status),
-    None while unswept groups have no floor yet or no incumbent exists. `elapsed_s`: the
-    search's own clock (the caller's clock, or CP-SAT's solve time without one).
+    None while an unswept group has no floor yet (its own or its coarse floor,
+    driver._coarse_floor) or no incumbent exists. `elapsed_s`: the search's own clock (the
+    caller's clock, or CP-SAT's solve time without one).
     """
 
     fraction: float

@@ -22,9 +22,11 @@ service, not the limiter).
 
 `--worker` also starts `meshplan worker --concurrency 1` (PostgreSQL's search queue), so the
 searches run there; it is skipped with a message where this tree has no worker command.
+The API runs `meshplan serve`'s HTTP protocol (api/http_protocol.py); `--http httptools`:
+uvicorn's own.
 
     python bench/api_load.py [--plans 100000] [--clients 16] [--requests 2000] [--rate R]
-                             [--searches 32] [--worker] [--json]
+                             [--searches 32] [--worker] [--http P] [--json]
 """
 
 from __future__ import annotations

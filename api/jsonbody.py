@@ -42,7 +42,7 @@ def encoded_response(
     headers: dict[str, str] | None = None,
 ) -> Response:
     """A JSON response of `entry`'s bytes. A document kept in `cache` under `key` goes out
-    gzip'd when the client accepts it (as api.app's GZipMiddleware decides: "gzip" in
+    gzip'd when the client accepts it (as api.middleware's gzip decides: "gzip" in
     Accept-Encoding, at least GZIP_MINIMUM_BYTES) from its cached encoding; any other goes
     out as it is, for the middleware to compress."""
     headers = dict(headers or {})

@@ -95,7 +95,7 @@ def problem_body(
     if detail is not None:
         body["detail"] = detail
     if instance is not None:
-        body["instance"] = instance
+        body["instance"] = _jsonable(instance)  # a path may hold a lone surrogate
     body.update(_jsonable(extra))
     return body
 

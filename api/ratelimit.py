@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
 from api.auth import COOKIE
-from api.problems import problem_response
 from api.schemas.problem import PROBLEM_JSON
 from api.settings import Settings
 from api.store.keys import hash_key
@@ -64,7 +63,7 @@ class _Bucket:
 
 
 class TokenBuckets:
-    """One bucket per caller id. Not thread-safe: the middleware uses it from the event loop."""
+    """One bucket per caller id. Not thread-safe: api.middleware uses it from the event loop."""
 
     def __init__(self, limit: RateLimit, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = limit
@@ -117,41 +116,6 @@ def caller_id(scope: Scope, known: Callable[[str], bool]) -> str:
             return "key:" + digest
     client = scope.get("client")
     return "addr:" + (str(client[0]) if client else "unknown")
-
-
-class RateLimitMiddleware:
-    """429 with `Retry-After` for a caller whose bucket is empty; `buckets=None` lets all in."""
-
-    def __init__(
-        self, app: ASGIApp, *, buckets: TokenBuckets | None, known: Callable[[str], bool]
-    ) -> None:
-        self.app = app
-        self.buckets = buckets
-        self.known = known
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.buckets is None or scope["type"] != "http" or scope.get("path", "") in EXEMPT_PATHS:
-            await self.app(scope, receive, send)
-            return
-        wait_s = self.buckets.take(caller_id(scope, self.known))
-        if wait_s <= 0.0:
-            await self.app(scope, receive, send)
-            return
-        retry_after = max(1, math.ceil(wait_s))
-        limit = self.buckets.limit
-        response = problem_response(
-            429,
-            "Too many requests",
-            f"this API key may send {limit.rate_per_s:g} requests/s (bursts of {limit.burst}); "
-            f"retry in {retry_after} s",
-            kind="rate-limited",
-            instance=scope.get("path"),
-            headers={"Retry-After": str(retry_after)},
-            rate_per_s=limit.rate_per_s,
-            burst=limit.burst,
-            retry_after_s=retry_after,
-        )
-        await response(scope, receive, send)
 
 
 def declare_rate_limited(doc: dict[str, Any]) -> None:

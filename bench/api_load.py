@@ -22,9 +22,11 @@ service, not the limiter).
 
 `--worker` also starts `meshplan worker --concurrency 1` (PostgreSQL's search queue), so the
 searches run there; it is skipped with a message where this tree has no worker command.
+The API runs `meshplan serve`'s HTTP protocol (api/http_protocol.py); `--http httptools`:
+uvicorn's own.
 
     python bench/api_load.py [--plans 100000] [--clients 16] [--requests 2000] [--rate R]
-                             [--searches 32] [--worker] [--json]
+                             [--searches 32] [--worker] [--http P] [--json]
 """
 
 from __future__ import annotations
@@ -324,12 +326,18 @@ def _env(url: str) -> dict[str, str]:
     }
 
 
+COALESCING = "api.http_protocol:CoalescingHttpToolsProtocol"
+
+
 @contextmanager
-def server_process(url: str) -> Iterator[tuple[str, int, int]]:
-    """uvicorn in its own process (as deployed), so the clients do not share its GIL."""
+def server_process(url: str, protocol: str = COALESCING) -> Iterator[tuple[str, int, int]]:
+    """uvicorn in its own process (as deployed), so the clients do not share its GIL; `protocol`
+    is its `--http` (by default the protocol `meshplan serve` runs where this tree has it)."""
     port = free_port()
     argv = ["-m", "uvicorn", "--factory", "api.app:create_app", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--log-level", "warning", "--no-access-log"]
+    if protocol != COALESCING or (ROOT / "api" / "http_protocol.py").exists():
+        argv += ["--http", protocol]
     proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=_env(url))
     try:
         deadline = time.monotonic() + 120
@@ -396,7 +404,7 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     insert_s, _ = load(url, args.plans)
     cached = tiny_request()
     with ExitStack() as stack:
-        host, port, pid = stack.enter_context(server_process(url))
+        host, port, pid = stack.enter_context(server_process(url, args.http))
         worker = stack.enter_context(worker_process(url)) if args.worker else False
         if not args.worker and "worker" in LAZY_COMMANDS:
             print("no --worker: new searches run only if the API runs them itself")
@@ -461,6 +469,11 @@ def main() -> None:
     )
     ap.add_argument("--searches", type=int, default=32, help="new searches (closed loop)")
     ap.add_argument("--worker", action="store_true", help="also run `meshplan worker`")
+    ap.add_argument(
+        "--http",
+        default=COALESCING,
+        help="uvicorn's --http: `meshplan serve`'s protocol by default; httptools: uvicorn's own",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     name = f"meshplan_bench_{secrets.token_hex(4)}"

@@ -41,6 +41,11 @@ def serve(
 
     from api.settings import Settings
 
+    try:
+        from api.http_protocol import IMPORT_PATH as http_protocol
+    except ImportError:  # no httptools: uvicorn picks h11
+        http_protocol = "auto"
+
     if dev_open:
         os.environ["MESHPLAN_DEV_OPEN"] = "true"
     if with_worker:
@@ -73,6 +78,7 @@ def serve(
     uvicorn.run(
         "api.app:create_app",
         factory=True,
+        http=http_protocol,  # httptools, a response in one write (api.http_protocol)
         host=host,
         port=port,
         workers=workers,

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -167,8 +168,9 @@ class SolveOutcome:
 @dataclass(frozen=True)
 class CpuLimit:
     """Stop a solve on its CPU time (solve_on_cpu): the budget is checked every `poll_s`
-    seconds, and CP-SAT's own wall-time limit, `wall_factor` x the budget, is only a safety
-    net (a solve that gets less than 1 / wall_factor of a core stops on it)."""
+    seconds at most as it runs out, and CP-SAT's own wall-time limit, `wall_factor` x the
+    budget, is only a safety net (a solve that gets less than 1 / wall_factor of a core
+    stops on it)."""
 
     poll_s: float
     wall_factor: float
@@ -182,23 +184,30 @@ def solve_on_cpu(
 
     With one worker CP-SAT searches in the calling thread, so that thread's CPU clock is
     read; with more, their threads are CP-SAT's own and the process's CPU clock (which counts
-    them all) is read. A watchdog thread reads it every `poll_s` (it needs no GIL from the
-    solve: CP-SAT releases it) and, once the budget is spent, calls `solver.stop_search()`
-    until the solve returns (a stop asked before CP-SAT has begun is lost, so it is asked
-    again). The solve overshoots its budget by about one poll and CP-SAT's reaction to it."""
+    them all) is read. A watchdog thread (it needs no GIL from the solve: CP-SAT releases it)
+    sleeps while the budget cannot be spent yet — a clock counting `rate` threads gains at
+    most `rate` CPU seconds per second — then every `poll_s` at most, and once the budget is
+    spent calls `solver.stop_search()` until the solve returns (a stop asked before CP-SAT
+    has begun is lost, so it is asked again). Sleeping for what is left, not polling
+    throughout, keeps the watchdog's own CPU time (counted by a process clock) from growing
+    with the wall time a loaded core stretches the solve to. The solve overshoots its budget
+    by about `rate` x `poll_s` and CP-SAT's reaction to the stop."""
     used: Callable[[], float]
     if solver.parameters.num_workers == 1:
         clock_id = time.pthread_getcpuclockid(threading.get_ident())
-        used = functools.partial(time.clock_gettime, clock_id)
+        used, rate = functools.partial(time.clock_gettime, clock_id), 1
     else:
-        used = time.process_time
+        used, rate = time.process_time, os.cpu_count() or 1
     start = used()
     done = threading.Event()
 
     def watch() -> None:
-        while not done.wait(poll_s):
-            if used() - start >= budget_s:
+        wait = max(poll_s, budget_s / rate)
+        while not done.wait(wait):
+            left = budget_s - (used() - start)
+            if left <= 0:
                 solver.stop_search()
+            wait = max(poll_s, left / rate)
 
     watchdog = threading.Thread(target=watch, name="cp-sat cpu limit", daemon=True)
     watchdog.start()

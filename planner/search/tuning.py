@@ -56,9 +56,9 @@ class SearchTuning:
     - `tie_solves`: CP-SAT solves of objective bubble's tie phase (exact.tie_phase), at most,
       per configuration: past them the partition kept is the preferred of the ties found.
     - `cpu_poll_s`, `cpu_wall_factor`: under a CPU clock (SolveLimits.cpu_clock) a CP-SAT
-      solve's CPU time is read every `cpu_poll_s` seconds and the solve stopped once its
-      budget is spent; CP-SAT's wall-time limit is then `cpu_wall_factor` x the budget, a
-      safety net only (model.CpuLimit).
+      solve is stopped once its CPU budget is spent, read every `cpu_poll_s` seconds at most
+      as the budget runs out (model.solve_on_cpu); CP-SAT's wall-time limit is then
+      `cpu_wall_factor` x the budget, a safety net only (model.CpuLimit).
     """
 
     sweep_share: float = 0.3

@@ -16,11 +16,13 @@ from collections.abc import Iterator
 import pytest
 
 from planner.cost import PartitionInputs
+from planner.search import search
 from planner.search.exact import SolveLimits, horizon_s, solve_config
 from planner.search.model import CpuLimit, PartitionModel
 from planner.search.tuning import TUNING, SearchTuning
 
 from .cases import THREE, path_cuts, uniform_gpt_inputs
+from .helpers import gpt_request
 
 CPU = CpuLimit(poll_s=TUNING.cpu_poll_s, wall_factor=TUNING.cpu_wall_factor)
 # past its budget a solve runs one poll and CP-SAT's reaction to the stop: loose, for a loaded
@@ -103,6 +105,17 @@ def test_solve_config_on_a_cpu_clock_spends_its_budget_in_cpu_seconds() -> None:
     # short of it at most), and they were spent by this thread
     assert budget - 0.05 <= res.solver_s <= budget + OVERSHOOT_S
     assert res.solver_s <= used
+
+
+def test_a_search_on_a_cpu_clock_proves_the_same_optimum() -> None:
+    request = gpt_request(search={"time_limit_s": 60, "top_k": 0, "workers": 1})
+    wall = search(request, clock=time.monotonic)
+    cpu = search(request, clock=time.process_time, cpu_clock=True)
+    assert wall.search.status == cpu.search.status == "OPTIMAL"
+    assert cpu.search.solver_calls > 0  # CP-SAT's solves ran under a CpuLimit
+    assert cpu.plan.prediction.step_time_s == wall.plan.prediction.step_time_s
+    assert cpu.search.details["clock"] == "caller, cp-sat on cpu time"
+    assert wall.search.details["clock"] == "caller"
 
 
 def test_solve_limits_stop_on_cpu_time_only_when_asked() -> None:

@@ -19,8 +19,12 @@ machine move with its load: the summary prints `os.getloadavg()` at the start an
 `--gap-tolerance G` sets search.gap_tolerance on every request (how long a proven gap of at
 most G takes; a request stopped by it is FEASIBLE and counts as within the gap if G is at
 most the goal's). `--cpu-clock` charges the time limit with the search's CPU time
-(`clock=time.process_time`): on a machine others load, each search then does the work it
-would do alone within its limit (its wall time is longer).
+(`search(request, clock=time.process_time, cpu_clock=True)`): the search's own phases by its
+process's CPU clock, and each CP-SAT solve (which CP-SAT limits by wall time) is stopped and
+charged on the CPU time it used. On a machine others load, each search then does the same
+work within its limit as on an idle one, CP-SAT's proofs included; only its wall time is
+longer. (Without `--cpu-clock` a loaded machine cuts a search's work short, and a proof may
+end FEASIBLE.)
 
 `measure(name, request, repeat=..)` and `summarize(rows, goals)` are the function API
 (bench/search_speed.py prints the Table-1 rows with them; tests/bench runs one tiny case).
@@ -91,7 +95,8 @@ def _one_run(request_json: str, cpu: int, cpu_clock: bool = False) -> dict[str, 
     request = PlanRequest.model_validate_json(request_json)
     t0, c0 = time.monotonic(), time.process_time()
     try:
-        res = search(request, clock=time.process_time if cpu_clock else time.monotonic)
+        clock = time.process_time if cpu_clock else time.monotonic
+        res = search(request, clock=clock, cpu_clock=cpu_clock)
     except InfeasibleError:
         return {
             "wall_s": time.monotonic() - t0,
@@ -264,7 +269,7 @@ def main() -> None:
     ap.add_argument(
         "--cpu-clock",
         action="store_true",
-        help="charge the time limit with the search's CPU time (a loaded machine)",
+        help="charge the time limit, CP-SAT's solves included, with CPU time (a loaded machine)",
     )
     args = ap.parse_args()
     cases = load_cases(args.cases, args.filter)

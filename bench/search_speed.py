@@ -11,7 +11,8 @@ their spread, status (OPTIMAL: every configuration proven; FEASIBLE: the time li
 short), gap where the search reports one, when the best plan was found, and the plan; then the
 median and max against issue #21's Table-1 goals (median <= 0.5 s, max <= 3 s). This shared
 machine's speed moves by 20-100 % between minutes, so one run per row is not a measurement;
-`--cpu-clock` charges each search's limit with its CPU time (as the planning benchmark's).
+`--cpu-clock` charges each search's limit, CP-SAT's solves included, with CPU time (as the
+planning benchmark's `--cpu-clock`: the same work whatever the load).
 """
 
 from __future__ import annotations

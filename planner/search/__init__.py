@@ -31,17 +31,22 @@ def search(
     *,
     on_progress: Callable[[SearchProgress], None] | None = None,
     clock: Callable[[], float] | None = None,
+    cpu_clock: bool = False,
 ) -> PlanResult:
     """The best plan for `request`, up to `search.top_k` alternatives and search statistics.
 
     `on_progress(SearchProgress)` is called as configurations are settled (at most every
     tuning.progress_every_s of the search's clock, and once at the end). `clock` (e.g.
     `time.monotonic`) makes the time limit cover the whole search; without it only CP-SAT's
-    own solve time is charged (the planning core reads no clock).
+    own solve time is charged (the planning core reads no clock). `cpu_clock=True` says the
+    clock counts CPU time (e.g. `time.process_time`): CP-SAT's solves, which CP-SAT itself
+    limits by wall time, are then stopped and charged on their CPU time too, so the search
+    does the same work whatever the machine's load (a user waits wall time: the service and
+    the CLI leave it off).
     Raises InfeasibleError (with a diagnosis) when no configuration fits, SpecError for an
     exhaustive search over too large a space.
     """
-    out = run_search(request, on_progress=on_progress, clock=clock)
+    out = run_search(request, on_progress=on_progress, clock=clock, cpu_clock=cpu_clock)
     if out.best is None:
         diagnosis = diagnose(request, out)
         raise InfeasibleError(f"infeasible: {diagnosis['message']}", diagnosis)
@@ -89,7 +94,8 @@ def search(
             "skipped_at_time_limit": verdicts["timeout"] + out.skipped,
             "path_cuts": out.cuts,
             "best_found_at_s": round(out.best_found_at_s, 3),
-            "clock": "caller" if clock is not None else "cp-sat solve time",
+            "clock": ("caller" if clock is not None else "cp-sat solve time")
+            + (", cp-sat on cpu time" if cpu_clock else ""),
             "stopped_at_gap_tolerance": out.stopped_at_gap,
             **({"lower_bound_bubble": out.bubble_bound} if out.bubble_bound is not None else {}),
         },

@@ -17,12 +17,15 @@ Every result carries a proven lower bound and gap (`_close`: the floors of the c
 not settled) and, with search.top_k, the alternatives (`_alternatives`); docs/search.md, "Gap
 and status". The tuned shares come from `tuning` (planner.search.tuning).
 
-Time. The planning core reads no clock. Without a `clock`, the budget is charged with the
-solvers' own wall time of each solve (CP-SAT's; what we hand them as their time limit
-is what is left); the Python work around it is not counted. Callers that can read the clock
-(CLI, service) pass `clock=time.monotonic` and then the whole search is charged. Either way a
-search that runs out of time returns its best plan so far marked FEASIBLE; if it has none yet,
-it keeps scoring heuristic partitions (no CP-SAT) until one fits.
+Time. The planning core reads no clock (with `cpu_clock`, only its CP-SAT solves' CPU clock:
+model.solve_on_cpu). Without a `clock`, the budget is charged with the solvers' own wall time
+of each solve (CP-SAT's; what we hand them as their time limit is what is left); the Python
+work around it is not counted. Callers that can read the clock (CLI, service) pass
+`clock=time.monotonic` and then the whole search is charged; with a CPU clock
+(`clock=time.process_time`, `cpu_clock=True`) CP-SAT's solves are stopped and charged on CPU
+time too (exact.SolveLimits.cpu_clock). Either way a search that runs out of time returns its
+best plan so far marked FEASIBLE; if it has none yet, it keeps scoring heuristic partitions
+(no CP-SAT) until one fits.
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ class Outcome:
     stopped_at_gap: bool = False  # stopped by search.gap_tolerance
     alternatives_note: str | None = None
     tuning: SearchTuning = TUNING  # what run_search was given; the phases read it here
+    cpu_clock: bool = False  # what run_search was given: CP-SAT's solves stop on CPU time
     gap_checked_at: float = -math.inf  # search clock of the last throttled gap check
     # the last complete scan of the unswept groups: ((id, len of out.pending, incumbent
     # bound), their least floor): _pending_floor
@@ -205,10 +209,12 @@ def run_search(
     *,
     on_progress: Callable[[SearchProgress], None] | None = None,
     clock: Callable[[], float] | None = None,
+    cpu_clock: bool = False,
     tuning: SearchTuning = TUNING,
 ) -> Outcome:
     """Search `request`'s space (module docstring); `tuning` shares the time limit and bounds
-    each phase (planner.search.tuning)."""
+    each phase (planner.search.tuning); `cpu_clock`: `clock` counts CPU time (module
+    docstring, "Time")."""
     start = clock() if clock is not None else 0.0  # the enumeration is charged too
     src = resolve_costs(request)
     num_layers = len(src.layers)
@@ -217,7 +223,7 @@ def run_search(
     # The exhaustive oracle shares no bound with the optimal mode: nothing is pruned.
     prune = request.search.mode != "exhaustive"
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src, num_configs=len(configs))
-    out.tuning = tuning
+    out.tuning, out.cpu_clock = tuning, cpu_clock
     solver_s = 0.0
 
     def elapsed() -> float:
@@ -811,7 +817,9 @@ def _visit(
             domains=entry.known_domains,
             probed=entry.probed,
         )
-        limits = SolveLimits(left, time_left, request.search.workers, request.search.seed)
+        limits = SolveLimits(
+            left, time_left, request.search.workers, request.search.seed, out.cpu_clock
+        )
         res = solve_config(
             inputs,
             modes=cfg.modes,
@@ -836,7 +844,7 @@ def _visit(
     for sc in (res.best, *res.evaluated):
         if sc is not None and sc.score.feasible:
             _offer(request, out, entry, sc, proven=proven and sc is res.best)
-    return res.solver_wall_s
+    return res.solver_s
 
 
 def _hints(entry: Entry, n: int) -> tuple[Partition, ...]:

@@ -32,7 +32,8 @@ For one configuration:
 Every cut is a valid lower bound, so no partition better than the incumbent is ever cut off;
 each iteration cuts off the decoded partition, so the loop ends. The time limit is CP-SAT's:
 each solve gets what is left of the configuration's budget, measured by CP-SAT's own wall
-time (the planning core reads no clock).
+time (the planning core reads no clock), or under a CPU clock (SolveLimits.cpu_clock) by the
+solve's CPU time (model.solve_on_cpu reads the CPU clock of its own solve, nothing else).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from planner.search.bounds import cut_floor_s
 from planner.search.cutlp import MARGIN, CutLP, LpPoint, rounded_bounds
 from planner.search.domains import Domains, counted_run, intersect, is_empty, whole_layer_domains
 from planner.search.hints import repaired
-from planner.search.model import PartitionModel, StageSplit, layer_runs
+from planner.search.model import CpuLimit, PartitionModel, StageSplit, layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
 from planner.search.tuning import TUNING, SearchTuning
@@ -81,7 +82,7 @@ class ConfigResult:
     best: Scored | None
     solver_calls: int = 0
     cuts: int = 0
-    solver_wall_s: float = 0.0
+    solver_s: float = 0.0  # what its CP-SAT solves were charged (SolveOutcome.time_s)
     evaluated: list[Scored] = field(default_factory=list)
     paths: list[PathCut] = field(default_factory=list)  # every path cut it collected
     domains: Domains | None = None  # count domains that hold every better partition
@@ -251,13 +252,20 @@ class Collector:
 @dataclass(frozen=True)
 class SolveLimits:
     """How far one solve_config call may go: CP-SAT's `time_limit_s` (charged with its own
-    wall time) and, if given, `time_left` (the driver's clock); `workers` and `seed` are
-    CP-SAT's."""
+    wall time, or with `cpu_clock` its CPU time) and, if given, `time_left` (the driver's
+    clock); `workers` and `seed` are CP-SAT's. `cpu_clock`: the driver's clock counts CPU
+    time, so CP-SAT's solves are stopped and charged on CPU time too (model.CpuLimit), and a
+    search does the same work whatever the machine's load."""
 
     time_limit_s: float = 10.0
     time_left: Callable[[], float] | None = None
     workers: int = 2
     seed: int = 0
+    cpu_clock: bool = False
+
+    def cpu(self, tuning: SearchTuning) -> CpuLimit | None:
+        """How CP-SAT's solves are stopped on CPU time; None: on wall time."""
+        return CpuLimit(tuning.cpu_poll_s, tuning.cpu_wall_factor) if self.cpu_clock else None
 
 
 @dataclass(frozen=True)
@@ -495,10 +503,11 @@ def cpsat_phase(
             workers=limits.workers,
             seed=limits.seed,
             feasibility=limit is not None,
+            cpu=limits.cpu(tuning),
         )
         result.solver_calls += 1
-        result.solver_wall_s += out.wall_time_s
-        budget -= out.wall_time_s
+        result.solver_s += out.time_s
+        budget -= out.time_s
         if out.status == "INFEASIBLE":
             return _settled(result, bound_s)
         if out.partition is None:
@@ -564,7 +573,7 @@ def tie_phase(
     model.add_objective_bound(math.ceil(fastest * (1 + REL_TOL) * model.scale))
     unit = model.minimise_recompute()
     model.add_hint(best.partition)
-    budget = limits.time_limit_s - result.solver_wall_s
+    budget = limits.time_limit_s - result.solver_s
 
     def left() -> float:
         return min(budget, limits.time_left()) if limits.time_left is not None else budget
@@ -572,10 +581,15 @@ def tie_phase(
     for _ in range(tuning.tie_solves):
         if left() <= 0:
             break
-        out = model.solve(time_limit_s=left(), workers=limits.workers, seed=limits.seed)
+        out = model.solve(
+            time_limit_s=left(),
+            workers=limits.workers,
+            seed=limits.seed,
+            cpu=limits.cpu(tuning),
+        )
         result.solver_calls += 1
-        result.solver_wall_s += out.wall_time_s
-        budget -= out.wall_time_s
+        result.solver_s += out.time_s
+        budget -= out.time_s
         if out.partition is None:  # INFEASIBLE: every tie is known (or the time is out)
             break
         least = preferred(inputs, found)

@@ -43,12 +43,21 @@ Objective given to CP-SAT:  minimise T + P  — a lower bound of the step time
 planner.search.exact turns it into an exact search. Once an incumbent bounds T + P <= K, the
 objective is dropped (`solve(feasibility=True)`): any partition under K is simulated next, and
 CP-SAT refutes "some partition has T + P <= K" much faster than it proves a minimum.
+
+Solve time. CP-SAT limits a solve by wall time (`max_time_in_seconds`; its `user_time` is
+its wall time too, and SatParameters has no CPU-time limit), so a solve on a loaded core does
+less work within the same limit. With a `CpuLimit` the solve is stopped on CPU time instead
+(`solve_on_cpu`), so a search charged by a CPU clock does the same work whatever the load.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -146,10 +155,68 @@ def seed_points(inputs: PartitionInputs, rank: int) -> tuple[HeldPoint, ...]:
 
 @dataclass(frozen=True)
 class SolveOutcome:
+    """One solve's result. `time_s` is what the solve is charged: CP-SAT's wall time, or
+    under a CpuLimit the CPU seconds it used (solve_on_cpu); `wall_time_s` is CP-SAT's."""
+
     status: Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN"]
     partition: Partition | None
     objective_units: int | None
     wall_time_s: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class CpuLimit:
+    """Stop a solve on its CPU time (solve_on_cpu): the budget is checked every `poll_s`
+    seconds at most as it runs out, and CP-SAT's own wall-time limit, `wall_factor` x the
+    budget, is only a safety net (a solve that gets less than 1 / wall_factor of a core
+    stops on it)."""
+
+    poll_s: float
+    wall_factor: float
+
+
+def solve_on_cpu(
+    solver: cp_model.CpSolver, model: cp_model.CpModel, *, budget_s: float, poll_s: float
+) -> tuple[cp_model.CpSolverStatus, float]:
+    """Solve `model`, stopped once it has used `budget_s` CPU seconds: its status and CPU
+    seconds used.
+
+    With one worker CP-SAT searches in the calling thread, so that thread's CPU clock is
+    read; with more, their threads are CP-SAT's own and the process's CPU clock (which counts
+    them all) is read. A watchdog thread (it needs no GIL from the solve: CP-SAT releases it)
+    sleeps while the budget cannot be spent yet — a clock counting `rate` threads gains at
+    most `rate` CPU seconds per second — then every `poll_s` at most, and once the budget is
+    spent calls `solver.stop_search()` until the solve returns (a stop asked before CP-SAT
+    has begun is lost, so it is asked again). Sleeping for what is left, not polling
+    throughout, keeps the watchdog's own CPU time (counted by a process clock) from growing
+    with the wall time a loaded core stretches the solve to. The solve overshoots its budget
+    by about `rate` x `poll_s` and CP-SAT's reaction to the stop."""
+    used: Callable[[], float]
+    if solver.parameters.num_workers == 1:
+        clock_id = time.pthread_getcpuclockid(threading.get_ident())
+        used, rate = functools.partial(time.clock_gettime, clock_id), 1
+    else:
+        used, rate = time.process_time, os.cpu_count() or 1
+    start = used()
+    done = threading.Event()
+
+    def watch() -> None:
+        wait = max(poll_s, budget_s / rate)
+        while not done.wait(wait):
+            left = budget_s - (used() - start)
+            if left <= 0:
+                solver.stop_search()
+            wait = max(poll_s, left / rate)
+
+    watchdog = threading.Thread(target=watch, name="cp-sat cpu limit", daemon=True)
+    watchdog.start()
+    try:
+        code = solver.solve(model)
+    finally:
+        done.set()
+        watchdog.join()
+    return code, used() - start
 
 
 class PartitionModel:
@@ -467,16 +534,25 @@ class PartitionModel:
 
     # ---- solve and decode -------------------------------------------------------------------
     def solve(
-        self, *, time_limit_s: float, workers: int, seed: int, feasibility: bool = False
+        self,
+        *,
+        time_limit_s: float,
+        workers: int,
+        seed: int,
+        feasibility: bool = False,
+        cpu: CpuLimit | None = None,
     ) -> SolveOutcome:
         """Minimise T + P, or with `feasibility` find any partition meeting the constraints
         (the objective is dropped for good: the exactness loop only needs a partition under
         the incumbent's bound, and proving that none exists is much faster without asking
-        CP-SAT for the minimum: 18.4B's pp = 2 interleaved vpp = 11, 11 s vs no proof in 20 s)."""
+        CP-SAT for the minimum: 18.4B's pp = 2 interleaved vpp = 11, 11 s vs no proof in 20 s).
+        `time_limit_s` is wall time, or with `cpu` CPU time (solve_on_cpu)."""
         if feasibility and self.model.has_objective():
             self.model.clear_objective()  # type: ignore[no-untyped-call]
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(time_limit_s, 0.001)
+        limit_s = max(time_limit_s, 0.001)
+        wall_s = limit_s * cpu.wall_factor if cpu is not None else limit_s
+        solver.parameters.max_time_in_seconds = wall_s
         solver.parameters.num_workers = workers
         solver.parameters.random_seed = seed
         # OR-Tools 9.15's presolve declared feasibility models INFEASIBLE that a fixed
@@ -485,7 +561,11 @@ class PartitionModel:
         # off; with presolve off all three are right). A wrong INFEASIBLE is a wrong proof, so
         # presolve stays off (the models are small; the cut rows are what it would tighten).
         solver.parameters.cp_model_presolve = False
-        code = solver.solve(self.model)
+        if cpu is None:
+            code = solver.solve(self.model)
+            spent = solver.wall_time
+        else:
+            code, spent = solve_on_cpu(solver, self.model, budget_s=limit_s, poll_s=cpu.poll_s)
         name = solver.status_name(code)
         if name == "MODEL_INVALID":
             raise RuntimeError(f"invalid CP-SAT model: {self.model.validate()}")
@@ -493,9 +573,9 @@ class PartitionModel:
             name if name in ("OPTIMAL", "FEASIBLE", "INFEASIBLE") else "UNKNOWN"  # type: ignore[assignment]
         )
         if status in ("INFEASIBLE", "UNKNOWN"):
-            return SolveOutcome(status, None, None, solver.wall_time)
+            return SolveOutcome(status, None, None, solver.wall_time, spent)
         objective = int(solver.objective_value) if self.model.has_objective() else None
-        return SolveOutcome(status, self._decode(solver), objective, solver.wall_time)
+        return SolveOutcome(status, self._decode(solver), objective, solver.wall_time, spent)
 
     def _decode(self, solver: cp_model.CpSolver) -> Partition:
         inp = self.inputs

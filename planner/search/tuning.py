@@ -55,6 +55,10 @@ class SearchTuning:
     - `mode_lighter`: layers of one stage made one mode lighter at once by a mode move.
     - `tie_solves`: CP-SAT solves of objective bubble's tie phase (exact.tie_phase), at most,
       per configuration: past them the partition kept is the preferred of the ties found.
+    - `cpu_poll_s`, `cpu_wall_factor`: under a CPU clock (SolveLimits.cpu_clock) a CP-SAT
+      solve is stopped once its CPU budget is spent, read every `cpu_poll_s` seconds at most
+      as the budget runs out (model.solve_on_cpu); CP-SAT's wall-time limit is then
+      `cpu_wall_factor` x the budget, a safety net only (model.CpuLimit).
     """
 
     sweep_share: float = 0.3
@@ -86,6 +90,8 @@ class SearchTuning:
     descend_within: float = 0.02
     mode_lighter: int = 2
     tie_solves: int = 100
+    cpu_poll_s: float = 0.005
+    cpu_wall_factor: float = 10.0
 
     def __post_init__(self) -> None:
         shares = {
@@ -132,6 +138,10 @@ class SearchTuning:
         for name, value in positive.items():
             if value < 0:
                 raise ValueError(f"SearchTuning.{name} = {value} is negative")
+        if self.cpu_poll_s <= 0:
+            raise ValueError(f"SearchTuning.cpu_poll_s = {self.cpu_poll_s} is not positive")
+        if self.cpu_wall_factor < 1:
+            raise ValueError(f"SearchTuning.cpu_wall_factor = {self.cpu_wall_factor} is below 1")
 
 
 TUNING = SearchTuning()

@@ -29,7 +29,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 View = Literal["get", "hit"]
 """`get`: GET /v1/plans/{id}'s document of a plan without submissions; `hit`: a cached
@@ -58,10 +58,15 @@ class Encoded:
         return len(self.body) + len(self.gzipped or b"")
 
 
+def gzip_compressor(level: int = GZIP_LEVEL) -> Any:
+    """A zlib compressor that writes one gzip member (RFC 1952) at `level`."""
+    return zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+
+
 def gzip_bytes(body: bytes) -> bytes:
-    """`body` as one gzip member (RFC 1952) at GZIP_LEVEL."""
-    compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    return compressor.compress(body) + compressor.flush()
+    """`body` as one gzip member at GZIP_LEVEL."""
+    compressor = gzip_compressor()
+    return bytes(compressor.compress(body) + compressor.flush())
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from prometheus_client import Counter as MetricCounter
 from prometheus_client import Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.doccache import GZIP_LEVEL, GZIP_MINIMUM_BYTES
+from api.doccache import GZIP_LEVEL, GZIP_MINIMUM_BYTES, gzip_compressor
 from api.metrics import Metrics
 from api.problems import BodyTooLarge, problem_response
 from api.ratelimit import EXEMPT_PATHS, TokenBuckets, caller_id
@@ -210,7 +210,7 @@ class ServiceMiddleware:
         headers.append((b"vary", b", ".join([*vary, b"Accept-Encoding"])))
         if not accepts_gzip:
             return None
-        compressor = zlib.compressobj(self.gzip_level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        compressor = gzip_compressor(self.gzip_level)
         headers[:] = [(n, v) for n, v in headers if n != b"content-length"]
         headers.append((b"content-encoding", b"gzip"))
         if more_body:

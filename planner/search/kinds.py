@@ -131,8 +131,7 @@ def _floor_layer_times(
     cost: LayerCost, tp: int, tlink: Link, split: bool
 ) -> tuple[float, float, float]:
     """_layer_times' terms at or below every kind's (coarse_work)."""
-    bw_i, bw_w = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
-    tp_dir = 2 * all_reduce_s(cost.tp_comm_bytes / 4, group=tp, link=tlink)
+    bw_i, bw_w, tp_dir = _backward_and_tp(cost, tp, tlink, split)
     cp_fw = cp_bw = 0.0
     if cost.cp_gather_fw_s > 0:  # Megatron's all-gather core: its difference from the ring's
         cp_fw = min(0.0, cost.cp_gather_fw_s - cost.attention_fw_s)
@@ -165,8 +164,7 @@ def _layer_times(
     cost: LayerCost, tp: int, tlink: Link, folded: FoldedLinks | None, split: bool
 ) -> tuple[float, float, float]:
     """(fw_s, least bw_input_s over the recompute modes, bw_weight_s) of one layer."""
-    bw_i, bw_w = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
-    tp_dir = 2 * all_reduce_s(cost.tp_comm_bytes / 4, group=tp, link=tlink)
+    bw_i, bw_w, tp_dir = _backward_and_tp(cost, tp, tlink, split)
     fw_comm = bw_comm = tp_dir
     if folded is not None:
         cp_fw, cp_bw = cp_times(cost, folded)
@@ -179,3 +177,12 @@ def _layer_times(
         bw_i + cost.recompute_s.full + bw_comm + recompute_comm,
     )
     return cost.fw_s + fw_comm, least, bw_w
+
+
+def _backward_and_tp(
+    cost: LayerCost, tp: int, tlink: Link, split: bool
+) -> tuple[float, float, float]:
+    """(bw_input_s, bw_weight_s) as the schedule runs the backward (split or whole), and the
+    layer's tensor-parallel communication time in each direction (forward, backward)."""
+    bw_i, bw_w = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
+    return bw_i, bw_w, 2 * all_reduce_s(cost.tp_comm_bytes / 4, group=tp, link=tlink)

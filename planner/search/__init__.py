@@ -95,7 +95,7 @@ def search(
             "path_cuts": out.cuts,
             "best_found_at_s": round(out.best_found_at_s, 3),
             "clock": ("caller" if clock is not None else "cp-sat solve time")
-            + (", cp-sat on cpu time" if cpu_clock else ""),
+            + (", cp-sat on cpu time" if out.cpu_clock else ""),
             "stopped_at_gap_tolerance": out.stopped_at_gap,
             **({"lower_bound_bubble": out.bubble_bound} if out.bubble_bound is not None else {}),
         },

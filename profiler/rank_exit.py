@@ -7,9 +7,8 @@ are still running when `main` returns. While the interpreter finalizes, Python e
 thread that takes the GIL with `pthread_exit` (CPython 3.11-3.13, `PyGILState_Ensure`), and that
 unwinding through a C++ `noexcept` frame calls `std::terminate`: the rank dies with SIGABRT,
 "terminate called without an active exception", after a run that completed, and torchrun or
-Slurm reports the job failed. It is a race, so it shows under load (about one torchrun run of
-the README's small plan in twenty on two busy cores). The same runs in forked processes, which
-`multiprocessing` ends with `os._exit`, never reach finalization.
+Slurm reports the job failed. It is a race, so it shows under load. The same runs in forked
+processes, which `multiprocessing` ends with `os._exit`, never reach finalization.
 
 `exit_rank` flushes the logging handlers and the standard streams and ends the process with
 `os._exit`. A rank leaves nothing to finalization: its report is written and closed, or posted

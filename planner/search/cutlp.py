@@ -127,6 +127,18 @@ class CutLP:
                     act = point.counts[slot[s]] * inputs.activation_bytes[i][k] * grow
                     mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
         solver.Minimize(self.t + self.p)
+        # a cut row's terms in the order of self.x: (variable, stage, its layer's forward,
+        # weight-gradient and input-gradient backward times in its mode)
+        self._terms = [
+            (
+                var,
+                s,
+                inputs.fw_s[self._first[g]],
+                inputs.bw_weight_s[self._first[g]],
+                inputs.bw_input_s[self._first[g]][k],
+            )
+            for (g, s, k), var in self.x.items()
+        ]
         self._count_rows: list[pywraplp.Constraint] = []
         if self._counted is not None:
             self.count_run(self._counted)
@@ -173,12 +185,15 @@ class CutLP:
         constant = cut.length_s(inp.overhead_durations) + sum(cut.x) * self._p2p
         row = self.solver.Constraint(constant, self.solver.infinity())
         row.SetCoefficient(self.t, 1.0)
-        for (g, s, k), var in self.x.items():
-            i = self._first[g]
-            v = cut.f[s] * inp.fw_s[i] + (cut.b[s] + cut.w[s]) * inp.bw_weight_s[i]
-            v += (cut.b[s] + cut.i[s]) * inp.bw_input_s[i][k]
+        f = cut.f
+        weight = [b + w for b, w in zip(cut.b, cut.w, strict=True)]
+        grad = [b + i for b, i in zip(cut.b, cut.i, strict=True)]
+        coefficient = row.SetCoefficient
+        for var, s, fw, bw_weight, bw_input in self._terms:
+            v = f[s] * fw + weight[s] * bw_weight
+            v += grad[s] * bw_input
             if v:
-                row.SetCoefficient(var, -v)
+                coefficient(var, -v)
 
     def solve(self) -> LpPoint | None:
         """The LP optimum (value inf if the LP is infeasible: nothing fits), or None. GLOP's

@@ -730,7 +730,9 @@ def _sweep(
             entry = Entry(cfg, inputs, memory_floor_bytes(seen), floor)
             entries.append(entry)
             if prune and entry.memory_floor_bytes <= inputs.cap_bytes:
-                if _cannot_win(request, out, entry) and cfg.family in out.families:
+                if _cannot_win(request, out, entry) and (
+                    cfg.family in out.families or not _wants_families(request)
+                ):
                     continue  # its floor reaches the incumbent: no heuristic (the exact
                     # phase prunes it), unless its family still needs an alternative
                 quick = quick_partition(inputs, cfg.modes)
@@ -739,6 +741,13 @@ def _sweep(
                 _offer(request, out, entry, sc)
         out.entries.extend(entries)
     return []
+
+
+def _wants_families(request: PlanRequest) -> bool:
+    """Whether the best plan of each configuration family (Outcome.families) is read: by the
+    alternatives (search.top_k) and objective bubble's trade-off lines (planner.search.explain).
+    Otherwise a configuration that cannot beat the incumbent needs no partition at all."""
+    return request.search.top_k > 0 or request.objective == "bubble"
 
 
 def _zero_bubble_to_prove(

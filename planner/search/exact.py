@@ -21,7 +21,7 @@ For one configuration:
    or the configuration cannot beat the search's incumbent, or (no incumbent) nothing fits.
 5. Otherwise decode the partition, score it with the simulator (planner.search.partition),
    keep it if it is better, add its critical path as a cut (its bound now equals its
-   simulated time up to the rounding of ~3L + S units of 2^-38 of the reference); if it does
+   simulated time up to the rounding of < L + S units of 2^-38 of the reference); if it does
    not fit, the memory row of each held point it breaks (the model starts with a few per rank:
    planner.search.model.seed_points); and if rounding, memory rounding or the recompute
    transient still lets it through, a no-good cut on exactly that partition. Go to 3.

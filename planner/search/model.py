@@ -27,9 +27,10 @@ Constraints.
         recompute transient, a max over the stage's recomputed layers, is left out: also a
         relaxation, and the scorer charges it)
     post, per rank r:    P >= sum_{s on r} sum_g floor(post_g) y[g,s]
-    path cuts:           T >= sum_s floor(F_P[s] fw + (B_P[s]+W_P[s]) w_weight) y
-                                + floor((B_P[s]+I_P[s]) bw_input_k) z + floor(X_P[s] p2p_j) e
-                                + floor(O_P)
+    path cuts:           T >= sum_s sum_k floor(F_P[s] fw + (B_P[s]+W_P[s]) w_weight
+                                                 + (B_P[s]+I_P[s]) bw_input_k) z
+                                + floor(X_P[s] p2p_j) e + floor(O_P)
+        (sum_k z = y: each layer's whole term is rounded once)
         one per critical path P collected so far (planner.search.paths): each is a valid
         lower bound of the simulator's makespan, rounded down. O_P is the path's length over
         the per-action overhead alone (PartitionInputs.overhead_durations: every stage's
@@ -73,9 +74,11 @@ from planner.specs.base import RecomputeMode
 StageSplit = Literal["any", "first_last", "uniform"]
 Key = tuple[str, int, int, int]  # ("y", g, s, 0), ("z", g, s, k), ("e", s, j, 0)
 # 2^38 units per reference step time: the floor-rounding of a cut loses < 1 unit per layer
-# and boundary (~3L + S units, ~1e-10 relative), below the proof tolerance (exact.REL_TOL =
-# 5e-10 = 137 units), so partitions that *tie* the incumbent are cut off by the bound instead
-# of one no-good at a time. (OR-Tools 9.15's presolve once misjudged a model at 2^40.)
+# and boundary (< L + S units: each layer's whole term is one coefficient of its mode's
+# count, add_path_cut; about half that on average). The proof tolerance (exact.REL_TOL =
+# 5e-10 = 137 units) must exceed it for partitions that *tie* the incumbent to be cut off by
+# the bound instead of one no-good at a time: always where L + S < 137, and usually up to
+# twice that. (OR-Tools 9.15's presolve once misjudged a model at 2^40.)
 HORIZON_UNITS = 2**38
 
 
@@ -236,7 +239,7 @@ class PartitionModel:
         self.runs = layer_runs(inputs)
         self.run_modes = tuple(undominated_modes(inputs, run.first, modes) for run in self.runs)
         # Units per second: the reference (a hint's step time) maps to 2^38 units, so the
-        # rounding of ~3L + S coefficients costs ~1e-9 of the optimum at most.
+        # rounding of a cut's L + S coefficients costs < (L + S) 2^-38 of the optimum.
         ref = reference_s if reference_s is not None else horizon_s
         self.scale = HORIZON_UNITS / max(ref, 1e-30)
         # A path passes every action at most once, so the per-action overhead adds at most
@@ -420,13 +423,18 @@ class PartitionModel:
         coefs: dict[Key, int] = {}
         for kind, g, s, k in self._exprs:
             if kind == "y":
+                continue  # folded into each mode's count below: sum_k z[g,s,k] = y[g,s]
+            if kind == "z":
+                # a layer's whole term, rounded down once (< 1 unit lost per layer):
+                # floor(a + b_k) z_k <= (a + b_k) z_k and sum_k z_k = y, so the sum stays
+                # at most a y + sum_k b_k z_k, the path's length
                 first = self.runs[g].first
-                v = cut.f[s] * inp.fw_s[first] + (cut.b[s] + cut.w[s]) * inp.bw_weight_s[first]
+                v = (
+                    cut.f[s] * inp.fw_s[first]
+                    + (cut.b[s] + cut.w[s]) * inp.bw_weight_s[first]
+                    + (cut.b[s] + cut.i[s]) * inp.bw_input_s[first][k]
+                )
                 coefs[(kind, g, s, k)] = math.floor(v * sc)
-            elif kind == "z":
-                first = self.runs[g].first
-                v = (cut.b[s] + cut.i[s]) * inp.bw_input_s[first][k]
-                _add(coefs, (kind, g, s, k), math.floor(v * sc))
             else:  # "e": g is the boundary index s, s the segment j
                 v = cut.x[g] * self.p2p_segments[s][2]
                 coefs[(kind, g, s, k)] = math.floor(v * sc)

@@ -137,6 +137,20 @@ def test_top_k_returns_k_other_configurations_with_their_difference() -> None:
     assert times == sorted(times)
 
 
+def test_without_alternatives_the_sweep_scores_no_configuration_that_cannot_win() -> None:
+    """top_k = 0 (objective time): nothing reads the best plan of a family, so the sweep
+    scores no heuristic partition for a configuration whose floor reaches the incumbent
+    (with top_k it does, for the alternatives); the plan and its proof are the same."""
+    none = run_search(gpt_request(search={"time_limit_s": 30, "top_k": 0}))
+    some = run_search(gpt_request(search={"time_limit_s": 30, "top_k": 3}))
+    assert none.status == some.status == "OPTIMAL"
+    assert none.best is not None and some.best is not None
+    assert none.best[1].score.step_time_s == some.best[1].score.step_time_s
+    assert len(none.entries) == len(some.entries)
+    scored = [e for e in none.entries if e.config.family in none.families]
+    assert len(scored) < len([e for e in some.entries if e.config.family in some.families])
+
+
 def test_top_k_says_why_when_fewer_configurations_fit() -> None:
     # one degree, one schedule, one micro-batch size and one ZeRO stage: two configurations
     req = gpt_request(

@@ -629,7 +629,6 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
         return None
     n_layers, n_st, pp = inputs.num_layers, inputs.num_stages, inputs.pp
     f, bi, w = inputs.fw_s[1], min(inputs.bw_input_s[1]), inputs.bw_weight_s[1]
-    lo = [0 if s in (0, n_st - 1) else 1 for s in range(n_st)]
     p2p = min(inputs.p2p_s[:-1])
     ends = ((0, 0), (n_layers - 1, n_st - 1))
     per_rank: list[list[tuple[float, float, float]]] = [[] for _ in range(pp)]
@@ -648,7 +647,8 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
             cf * f + cb * fbw + ci * bi + cw * w
             for cf, cb, ci, cw in zip(c.f, c.b, c.i, c.w, strict=True)
         ]
-        beta = sum(c.x) * p2p + sum(a * k for a, k in zip(alpha, lo, strict=True))
+        # sum of alpha_s lo_s: lo_s is 1 on every stage but the first and the last (0)
+        beta = sum(c.x) * p2p + sum(alpha[1:-1])
         if overhead is not None:
             beta += c.length_s(overhead)
         for layer, s in ends:

@@ -17,6 +17,7 @@ constant: `length_s(inputs.overhead_durations)`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.memo import PerObject
@@ -99,15 +100,12 @@ def seed_cuts(schedule: Schedule) -> list[PathCut]:
     """The paths every configuration starts from: each rank's busy chain and the fill/drain
     paths through each rank (through_rank_paths). Cached per schedule (configurations that
     differ in tp, dp, mbs or ZeRO share it; a 105-stage schedule takes ~0.1 s)."""
-    return list(
-        _SEEDS.get(
-            schedule,
-            lambda: (
-                *(rank_chain(schedule, r) for r in range(schedule.pp)),
-                *through_rank_paths(schedule),
-            ),
-        )
-    )
+
+    def build() -> tuple[PathCut, ...]:
+        chains = [rank_chain(schedule, r) for r in range(schedule.pp)]
+        return (*chains, *through_rank_paths(schedule, chains=chains))
+
+    return list(_SEEDS.get(schedule, build))
 
 
 _SEEDS: PerObject[tuple[PathCut, ...]] = PerObject()
@@ -126,7 +124,9 @@ def rank_chain(schedule: Schedule, rank: int) -> PathCut:
     return PathCut(f=f, b=b, i=i, w=w, x=(0,) * max(0, n_st - 1))
 
 
-def through_rank_paths(schedule: Schedule) -> list[PathCut]:
+def through_rank_paths(
+    schedule: Schedule, *, chains: Sequence[PathCut] | None = None
+) -> list[PathCut]:
     """Per rank: the data-dependency chain that leads to its first action, all its actions in
     order, then the chain of backward actions that waits on its last F/B/I (the pipeline's fill
     and drain around that rank: with uniform stages, 1F1B's exact makespan). Trailing W actions
@@ -137,7 +137,8 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
     stages + stage, dep, lag slot, dep, lag slot; lag slot 0 for "none", boundary b as
     b + 1, the layout _from_simulator reads): one pass over its columns indexes each
     action's first backward dependent across a boundary (linear in the schedule's actions;
-    no tuple per row is built: a 64-rank zbv schedule of 512 micro-batches has 196,608)."""
+    no tuple per row is built: a 64-rank zbv schedule of 512 micro-batches has 196,608).
+    `chains`: rank_chain of every rank, where the caller has them already."""
     n_st = schedule.num_stages
     flat = compiled_flat(schedule)  # seed_cuts keeps the result: built once per schedule
     slots = flat[1::6]
@@ -170,7 +171,7 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
             kind, stage = divmod(slots[cur], n_st)
             counts[kind][stage] += 1
             x[boundary] += 1
-        own = rank_chain(schedule, rank)
+        own = chains[rank] if chains is not None else rank_chain(schedule, rank)
         body = [list(own.f), list(own.b), list(own.i), list(own.w)]
         trailing = [0] * n_st  # the W actions after the rank's last F/B/I
         last = len(mine) - 1

@@ -63,6 +63,12 @@ def compiled_rows(schedule: Schedule) -> tuple[tuple[kernel.Row, ...], array[int
     return c.ops, c.flat
 
 
+def compiled_flat(schedule: Schedule) -> array[int]:
+    """The schedule's compiled table in its flat int32 form only (cached; six ints per row,
+    layout in planner.schedules.kernel): compiled_rows without building a tuple per row."""
+    return _compile(schedule).flat
+
+
 def rank_positions(schedule: Schedule) -> tuple[tuple[int, ...], ...]:
     """Per rank, the topological positions (rows of compiled_rows) of its actions, in the
     rank's order."""

@@ -629,27 +629,38 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
         return None
     n_layers, n_st, pp = inputs.num_layers, inputs.num_stages, inputs.pp
     f, bi, w = inputs.fw_s[1], min(inputs.bw_input_s[1]), inputs.bw_weight_s[1]
-    lo = [0 if s in (0, n_st - 1) else 1 for s in range(n_st)]
     p2p = min(inputs.p2p_s[:-1])
     ends = ((0, 0), (n_layers - 1, n_st - 1))
     per_rank: list[list[tuple[float, float, float]]] = [[] for _ in range(pp)]
     constant = 0.0
+    # per-action overhead: a constant per cut, 0 without overhead (the length's terms are
+    # then all 0.0)
+    overhead = inputs.overhead_durations if any(inputs.stage_overhead_s) else None
+    fbw = bi + w
     for c in cuts:
 
         def coef(fw: float, b_in: float, b_w: float, s: int, c: PathCut = c) -> float:
             return c.f[s] * fw + c.b[s] * (b_in + b_w) + c.i[s] * b_in + c.w[s] * b_w
 
-        alpha = [coef(f, bi, w, s) for s in range(n_st)]
-        beta = sum(c.x) * p2p + sum(a * k for a, k in zip(alpha, lo, strict=True))
-        beta += c.length_s(inputs.overhead_durations)  # per-action overhead: a constant
+        # coef(f, bi, w, s) of every stage, written out (the same sums in the same order)
+        alpha = [
+            cf * f + cb * fbw + ci * bi + cw * w
+            for cf, cb, ci, cw in zip(c.f, c.b, c.i, c.w, strict=True)
+        ]
+        # sum of alpha_s lo_s: lo_s is 1 on every stage but the first and the last (0)
+        beta = sum(c.x) * p2p + sum(alpha[1:-1])
+        if overhead is not None:
+            beta += c.length_s(overhead)
         for layer, s in ends:
             b_in = min(inputs.bw_input_s[layer])
             beta += coef(inputs.fw_s[layer], b_in, inputs.bw_weight_s[layer], s)
         gamma = [float("inf")] * pp
         times = [float("inf")] * pp  # least count of input-grad passes over the rank's stages
-        for s, rank in enumerate(inputs.stage_rank):
-            gamma[rank] = min(gamma[rank], alpha[s])
-            times[rank] = min(times[rank], c.b[s] + c.i[s])
+        for rank, a, cb, ci in zip(inputs.stage_rank, alpha, c.b, c.i, strict=True):
+            if a < gamma[rank]:
+                gamma[rank] = a
+            if cb + ci < times[rank]:
+                times[rank] = cb + ci
         top = max(range(pp), key=gamma.__getitem__)
         if gamma[top] <= 0.0:
             constant = max(constant, beta)

@@ -182,7 +182,9 @@ class CutLP:
 
     def _add_row(self, cut: PathCut) -> None:
         inp = self.inputs
-        constant = cut.length_s(inp.overhead_durations) + sum(cut.x) * self._p2p
+        constant = sum(cut.x) * self._p2p
+        if any(inp.stage_overhead_s):  # without per-action overhead its length is 0.0
+            constant = cut.length_s(inp.overhead_durations) + constant
         row = self.solver.Constraint(constant, self.solver.infinity())
         row.SetCoefficient(self.t, 1.0)
         f = cut.f

@@ -237,17 +237,7 @@ def run_search(
         key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
         folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
         groups.setdefault((*key, *folded, cfg.sequence_parallel, cfg.modes), []).append(cfg)
-    # Visit groups in a cheap a-priori order (no cost model needed): the 1F1B bubble share
-    # (pp - 1) / (m + pp - 1), then tensor-parallel width, ZeRO-1 before 0. The order only
-    # decides what is seen first when time is short; pruning uses the floors.
-    ordered = sorted(
-        groups.values(),
-        key=lambda ms: (
-            (ms[0].pp - 1) / (ms[0].num_microbatches + ms[0].pp - 1),
-            ms[0].tp,
-            ms[0].zero_stage != 1,
-        ),
-    )
+    ordered = _sweep_order(request, src, out, list(groups.values()))
     # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
     # past the moment it was begun in: new work stops tuning.reserve_share (at most
     # tuning.reserve_s) before the limit.
@@ -483,6 +473,41 @@ def _coarse_floor(
     if wc is None:
         return None
     return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+
+
+def _sweep_order(
+    request: PlanRequest, src: CostSource, out: Outcome, groups: list[list[Config]]
+) -> list[list[Config]]:
+    """The order the sweep visits groups in. It decides only what is seen first (how soon a
+    good incumbent prunes the rest), never what is pruned: that is the floors' work.
+
+    Objective time: by an estimate of the step time, the group's coarse floor (_coarse_floor:
+    one cost evaluation per (tp, mbs, sp, cp), a few hundred at most, each needed by the
+    sweep's first check of its groups anyway) times 1 + (pp - 1) / m, 1F1B's makespan over
+    its m micro-batches' work with uniform stages (Narayanan et al. 2021 §2.2.1: the bubble
+    (pp - 1) / m of the ideal time). The floor alone ranks by work and ignores the bubble;
+    the bubble share alone (the order below) ranks pp = 1 groups of any work first. A group
+    without costs comes last.
+
+    Objective bubble and the exhaustive mode: the 1F1B bubble share (pp - 1) / (m + pp - 1)
+    (no cost model; pp = 1 first, which _zero_bubble_to_prove relies on). Ties (and every
+    group under the bubble order) then by tensor-parallel width, ZeRO-1 before 0."""
+
+    def plain(ms: list[Config]) -> tuple[float, int, bool]:
+        c = ms[0]
+        return ((c.pp - 1) / (c.num_microbatches + c.pp - 1), c.tp, c.zero_stage != 1)
+
+    if request.objective != "time" or request.search.mode == "exhaustive":
+        return sorted(groups, key=plain)
+
+    def estimate(ms: list[Config]) -> float:
+        floor = _coarse_floor(request, src, out, ms)
+        if floor is None:
+            return math.inf
+        c = ms[0]
+        return floor * (1 + (c.pp - 1) / c.num_microbatches)
+
+    return sorted(groups, key=lambda ms: (estimate(ms), *plain(ms)))
 
 
 def _coarse_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:

@@ -824,6 +824,15 @@ def probe_phase(
     asked later. `probed` says whether it reached a fixed point (no domain shrinks) rather
     than its share of the time or tuning.probe_solves.
 
+    A side is not solved where the LP already has a point there that misses the bound: an
+    earlier probe's optimum p (value below the bound, within the current domains) with
+    count_k on that side is feasible for that side's LP, whose optimum is then at most p's
+    and cannot reach the bound either. Leaving a side unprobed only leaves a domain wider,
+    which holds every better partition all the same. The domains found may still differ
+    from those of probing every side: where the LP's optimum is not unique, which optimal
+    point the warm re-solve returns depends on the solves before it, and the sides probed
+    next are those around that point.
+
     Why: the branching's cover splits a node into one child per rank, and its tree grows
     with pp; probing shrinks every domain at once and keeps what it learns. 145.6B's winner
     (tp = 4 pp = 8 zbv, LP 0.995 of the optimum): every rank's count and 14 of 16 stage
@@ -854,6 +863,26 @@ def probe_phase(
     def spent() -> bool:
         return solves >= tuning.probe_solves or (time_left is not None and time_left() <= 0)
 
+    # the count vectors and values of the probes' optima that missed the bound, each inside
+    # the current domains (up to POINT_SLACK): a side one of them lies on is not solved
+    missed: list[tuple[tuple[float, ...], float]] = []
+
+    def side_closes(k: int, lo: int, hi: int, bound: float) -> bool:
+        """Whether the LP with count_k in [lo, hi] (the other counts in `dom`) reaches the
+        bound; False without a solve where a kept point lies there."""
+        for counts, value in missed:
+            if lo - POINT_SLACK <= counts[k] <= hi + POINT_SLACK and value < bound * (1 + MARGIN):
+                return False
+        shut, point = closes([*dom[:k], (lo, hi), *dom[k + 1 :]], bound)
+        if not shut and point is not None:
+            missed.append(((*point.rank_counts, *point.run_stage_counts), point.value_s))
+        return shut
+
+    def narrow(k: int) -> None:
+        """Keep only the points inside dom[k] (it has just shrunk)."""
+        lo, hi = dom[k]
+        missed[:] = [p for p in missed if lo - POINT_SLACK <= p[0][k] <= hi + POINT_SLACK]
+
     try:
         while not spent():
             bound = limit()
@@ -870,20 +899,14 @@ def probe_phase(
             for k, c in enumerate(values):
                 lo, hi = dom[k]
                 up = min(hi, max(lo, math.floor(c + 1e-9))) + 1  # count_k >= up closes?
-                if (
-                    up <= hi
-                    and not spent()
-                    and closes([*dom[:k], (up, hi), *dom[k + 1 :]], bound)[0]
-                ):
+                if up <= hi and not spent() and side_closes(k, up, hi, bound):
                     dom[k] = lo, hi = (lo, up - 1)
+                    narrow(k)
                     shrunk = True
                 down = max(lo, min(hi, math.ceil(c - 1e-9))) - 1  # count_k <= down closes?
-                if (
-                    down >= lo
-                    and not spent()
-                    and closes([*dom[:k], (lo, down), *dom[k + 1 :]], bound)[0]
-                ):
+                if down >= lo and not spent() and side_closes(k, lo, down, bound):
                     dom[k] = (down + 1, hi)
+                    narrow(k)
                     shrunk = True
                 if dom[k][0] > dom[k][1]:  # both sides closed: nothing better anywhere
                     return ProbeOutcome(True, tuple(dom), False, solves)
@@ -896,6 +919,12 @@ def probe_phase(
         lp.set_count_bounds(free)  # the LP is shared with the phases after
     kept = tuple(dom) if tuple(dom) != free else start
     return ProbeOutcome(False, kept, probed, solves, floor)
+
+
+# How far (in layers) an LP point's count may lie outside a domain and still count as inside
+# it for probe_phase's skipped sides (GLOP meets bounds to its primal tolerance; counts are
+# whole numbers of layers, so this moves no side).
+POINT_SLACK = 1e-6
 
 
 def _children(

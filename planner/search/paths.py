@@ -17,12 +17,13 @@ constant: `length_s(inputs.overhead_durations)`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.memo import PerObject
 from planner.schedules import Schedule, StageDurations
 from planner.schedules.generators import schedule_codes
-from planner.schedules.simulate import compiled_rows, longest_path, rank_positions
+from planner.schedules.simulate import compiled_flat, compiled_rows, longest_path, rank_positions
 from planner.schedules.validate import KIND_INDEX, execution_order
 
 _F, _B, _I, _W = 0, 1, 2, 3
@@ -39,12 +40,14 @@ class PathCut:
     x: tuple[int, ...]  # per boundary (num_stages - 1)
 
     def length_s(self, d: StageDurations) -> float:
+        # (durations may list more boundaries than the path has: only the path's are read)
         total = 0.0
-        for s in range(len(self.f)):
-            total += self.f[s] * d.fw_s[s] + self.b[s] * d.bw_s[s]
-            total += self.i[s] * (d.bw_s[s] - d.w_s[s]) + self.w[s] * d.w_s[s]
-        for k, c in enumerate(self.x):
-            total += c * d.p2p_s[k]
+        stages = zip(self.f, self.b, self.i, self.w, d.fw_s, d.bw_s, d.w_s, strict=False)
+        for f, b, i, w, fw, bw, ws in stages:
+            total += f * fw + b * bw
+            total += i * (bw - ws) + w * ws
+        for c, p2p in zip(self.x, d.p2p_s, strict=False):
+            total += c * p2p
         return total
 
 
@@ -97,15 +100,12 @@ def seed_cuts(schedule: Schedule) -> list[PathCut]:
     """The paths every configuration starts from: each rank's busy chain and the fill/drain
     paths through each rank (through_rank_paths). Cached per schedule (configurations that
     differ in tp, dp, mbs or ZeRO share it; a 105-stage schedule takes ~0.1 s)."""
-    return list(
-        _SEEDS.get(
-            schedule,
-            lambda: (
-                *(rank_chain(schedule, r) for r in range(schedule.pp)),
-                *through_rank_paths(schedule),
-            ),
-        )
-    )
+
+    def build() -> tuple[PathCut, ...]:
+        chains = [rank_chain(schedule, r) for r in range(schedule.pp)]
+        return (*chains, *through_rank_paths(schedule, chains=chains))
+
+    return list(_SEEDS.get(schedule, build))
 
 
 _SEEDS: PerObject[tuple[PathCut, ...]] = PerObject()
@@ -124,26 +124,34 @@ def rank_chain(schedule: Schedule, rank: int) -> PathCut:
     return PathCut(f=f, b=b, i=i, w=w, x=(0,) * max(0, n_st - 1))
 
 
-def through_rank_paths(schedule: Schedule) -> list[PathCut]:
+def through_rank_paths(
+    schedule: Schedule, *, chains: Sequence[PathCut] | None = None
+) -> list[PathCut]:
     """Per rank: the data-dependency chain that leads to its first action, all its actions in
     order, then the chain of backward actions that waits on its last F/B/I (the pipeline's fill
     and drain around that rank: with uniform stages, 1F1B's exact makespan). Trailing W actions
     are left out of the second variant so that the drain chain can follow.
 
     The rank's own actions are counted by rank_chain (from a generated schedule's codes) and
-    the chains walk the compiled rows: one pass over the rows indexes each action's first
-    backward dependent across a boundary (linear in the schedule's actions)."""
-    c = _from_simulator(schedule)  # seed_cuts keeps the result: built once per schedule
-    n_st = c.num_stages
-    ops = c.ops
+    the chains walk the simulator's flat compiled table (six ints per row: rank, kind *
+    stages + stage, dep, lag slot, dep, lag slot; lag slot 0 for "none", boundary b as
+    b + 1, the layout _from_simulator reads): one pass over its columns indexes each
+    action's first backward dependent across a boundary (linear in the schedule's actions;
+    no tuple per row is built: a 64-rank zbv schedule of 512 micro-batches has 196,608).
+    `chains`: rank_chain of every rank, where the caller has them already."""
+    n_st = schedule.num_stages
+    flat = compiled_flat(schedule)  # seed_cuts keeps the result: built once per schedule
+    slots = flat[1::6]
     # per action, its first B/I dependent across a boundary (row order, then d1 before d2)
     drain: dict[int, tuple[int, int]] = {}
-    for idx, (_, _, kind, d1, b1, d2, b2) in enumerate(ops):
-        if kind in (_B, _I):
-            if d1 >= 0 and b1 >= 0 and d1 not in drain:
-                drain[d1] = (idx, b1)
-            if d2 >= 0 and b2 >= 0 and d2 not in drain:
-                drain[d2] = (idx, b2)
+    backward = range(_B * n_st, (_I + 1) * n_st)  # the slots of B and I actions
+    columns = zip(slots, flat[2::6], flat[3::6], flat[4::6], flat[5::6], strict=True)
+    for idx, (slot, d1, l1, d2, l2) in enumerate(columns):
+        if slot in backward:
+            if d1 >= 0 and l1 > 0 and d1 not in drain:
+                drain[d1] = (idx, l1 - 1)
+            if d2 >= 0 and l2 > 0 and d2 not in drain:
+                drain[d2] = (idx, l2 - 1)
     cuts: list[PathCut] = []
     for rank, mine in enumerate(rank_positions(schedule)):
         if not mine:
@@ -152,21 +160,25 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
         x = [0] * max(0, n_st - 1)
         cur = mine[0]
         while True:  # fill: follow a cross-rank data dependency back to the start
-            _, _, _, d1, b1, d2, b2 = ops[cur]
-            step = next(((d, b) for d, b in ((d1, b1), (d2, b2)) if d >= 0 and b >= 0), None)
-            if step is None:
+            at = 6 * cur
+            d1, l1, d2, l2 = flat[at + 2], flat[at + 3], flat[at + 4], flat[at + 5]
+            if d1 >= 0 and l1 > 0:
+                cur, boundary = d1, l1 - 1
+            elif d2 >= 0 and l2 > 0:
+                cur, boundary = d2, l2 - 1
+            else:
                 break
-            cur = step[0]
-            counts[ops[cur][2]][ops[cur][1]] += 1
-            x[step[1]] += 1
-        own = rank_chain(schedule, rank)
+            kind, stage = divmod(slots[cur], n_st)
+            counts[kind][stage] += 1
+            x[boundary] += 1
+        own = chains[rank] if chains is not None else rank_chain(schedule, rank)
         body = [list(own.f), list(own.b), list(own.i), list(own.w)]
         trailing = [0] * n_st  # the W actions after the rank's last F/B/I
         last = len(mine) - 1
-        while last > 0 and ops[mine[last]][2] == _W:
-            trailing[ops[mine[last]][1]] += 1
+        while last > 0 and slots[mine[last]] // n_st == _W:
+            trailing[slots[mine[last]] % n_st] += 1
             last -= 1
-        if ops[mine[last]][2] == _W:  # nothing but W: the variant keeps them all
+        if slots[mine[last]] // n_st == _W:  # nothing but W: the variant keeps them all
             trailing, last = [0] * n_st, len(mine) - 1
         for end, cut_w in ((mine[-1], [0] * n_st), (mine[last], trailing)):
             vc = [
@@ -178,7 +190,8 @@ def through_rank_paths(schedule: Schedule) -> list[PathCut]:
             cur = end
             while cur in drain:  # drain: follow the backward chain that waits on it
                 cur, b = drain[cur]
-                vc[ops[cur][2]][ops[cur][1]] += 1
+                kind, stage = divmod(slots[cur], n_st)
+                vc[kind][stage] += 1
                 vx[b] += 1
             cuts.append(
                 PathCut(

@@ -76,8 +76,9 @@ class PinnedReads:
         self.connections = connections
         self.recycle_s = recycle_s
         self._local = threading.local()
-        self._lock = threading.Lock()  # guards _kept and _closed
+        self._lock = threading.Lock()  # guards _kept, _connecting and _closed
         self._kept: list[_Kept] = []
+        self._connecting = 0  # threads opening their connection now
         self._closed = False
         self._generation = 0  # one more after each disconnect: older kept connections go
         self._reads: Engine | None = None
@@ -156,13 +157,32 @@ class PinnedReads:
             with kept.lock:
                 self._drop(kept, None if kept.generation == self._generation else _STALE)
         with self._lock:
-            if self._closed or len(self._kept) >= self.connections:
+            if self._closed or len(self._kept) + self._connecting >= self.connections:
                 return None
+            # connected outside the lock, so that a slow connect holds up no other thread
+            self._connecting += 1
+        try:
             connection = reads.raw_connection()
-            kept = _Kept(connection, connection.cursor(), now, generation=self._generation)
-            self._kept.append(kept)
-        self._local.kept = kept
-        return kept
+        except BaseException:
+            with self._lock:
+                self._connecting -= 1
+            raise
+        kept = _Kept(connection, None, now, generation=self._generation)
+        try:
+            kept.cursor = connection.cursor()
+        except BaseException as exc:
+            with self._lock:
+                self._connecting -= 1
+            self._close(kept, exc)
+            raise
+        with self._lock:
+            self._connecting -= 1
+            if not self._closed:
+                self._kept.append(kept)
+                self._local.kept = kept
+                return kept
+        self._close(kept, None)  # `close` ran meanwhile
+        return None
 
     def _drop(self, kept: _Kept, exc: BaseException | None) -> None:
         """Stop keeping `kept` (its lock held): closed after an error `exc` (and its prepared
@@ -177,7 +197,8 @@ class PinnedReads:
     def _close(kept: _Kept, exc: BaseException | None) -> None:
         kept.closed = True
         try:
-            kept.cursor.close()
+            if kept.cursor is not None:
+                kept.cursor.close()
             if exc is not None:
                 kept.connection.invalidate(exc)
             else:

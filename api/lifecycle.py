@@ -21,7 +21,6 @@ from api.state import AppState
 from api.store import migrate
 from api.store.db import make_engine, make_sessionmaker, session_scope
 from api.store.keys import ensure_key
-from api.store.pinned import PinnedReads
 from api.submissions.poller import Poller
 from api.submissions.registry import Submitters
 from api.submit import Submitter
@@ -43,7 +42,6 @@ def build_state(settings: Settings, submitters: Mapping[str, Submitter] | None =
         pool=SolverPool(settings.solver_workers),
         submitters=registry,
         poller=Poller(sessions, registry, settings),
-        reads=PinnedReads(engine, connections=settings.db_pool_size),
         documents=DocumentCache(settings.document_cache_entries, settings.document_cache_bytes),
     )
     if settings.queue_enabled():
@@ -106,5 +104,4 @@ def stop(state: AppState) -> None:
         state.worker.stop()
     state.poller.stop()
     state.pool.shutdown()
-    state.reads.close()
     state.engine.dispose()

@@ -196,7 +196,7 @@ class Planner:
             row = self._cached(tenant, norm.request_hash)
             return norm, None if row is None else Outcome(plan=row)
         plan_id = plan_store.find_cached_id(
-            self.state.reads, tenant=tenant, request_hash=norm.request_hash
+            self.state.engine, tenant=tenant, request_hash=norm.request_hash
         )
         if plan_id is None:
             return norm, None

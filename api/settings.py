@@ -67,8 +67,7 @@ class Settings(BaseSettings):
         gt=0,
         description="pooled database connections per API process; the hot reads (api.deps."
         "in_session) run at most this many at once, so that they never open a connection "
-        "past the pool; on PostgreSQL the database threads keep as many more for the point "
-        "reads (api.store.pinned)",
+        "past the pool",
     )
     # stored plans' encoded documents kept in memory (api/doccache.py; docs/service.md)
     document_cache_entries: int = Field(

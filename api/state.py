@@ -14,7 +14,6 @@ from api.doccache import DocumentCache
 from api.metrics import Metrics
 from api.settings import Settings
 from api.store.keys import Principal
-from api.store.pinned import PinnedReads
 from api.submissions.poller import Poller
 from api.submissions.registry import Submitters
 from api.workers import SolverPool
@@ -34,8 +33,6 @@ class AppState:
     pool: SolverPool
     submitters: Submitters
     poller: Poller
-    # the hot routes' point reads (api.store.pinned: a connection per database thread)
-    reads: PinnedReads
     key_cache: dict[str, Principal] = field(default_factory=dict)
     # stored plans' encoded documents (api.doccache: safe because stored plans never change)
     documents: DocumentCache = field(default_factory=lambda: DocumentCache(0, 0))

@@ -232,7 +232,7 @@ async def get_plan(plan_id: str, request: Request, principal: PrincipalDep) -> R
     key: CacheKey = (tenant, plan_id, "get")
     entry = state.documents.get(*key)
     if entry is not None and not await in_thread(
-        state, lambda: plan_store.has_submissions(state.reads, tenant=tenant, plan_id=plan_id)
+        state, lambda: plan_store.has_submissions(state.engine, tenant=tenant, plan_id=plan_id)
     ):
         return encoded_response(state.documents, key, entry, accept_encoding=accept_encoding)
     row, submissions = await in_session(state, lambda s: _plan_with_submissions(s, tenant, plan_id))

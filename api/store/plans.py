@@ -24,9 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from api.store.db import read_rows
+from api.store.db import read_rows, read_scalar
 from api.store.ids import new_id
-from api.store.pinned import PinnedReads
 from api.store.tables import PlanRow, PlanTagRow, SubmissionRow, utcnow
 from planner.cost.version import COST_MODEL_VERSION
 
@@ -236,18 +235,18 @@ def find_cached(session: Session, *, tenant: str, request_hash: str) -> Row[Any]
     return session.execute(_FIND_CACHED, params).first()
 
 
-def find_cached_id(reads: PinnedReads, *, tenant: str, request_hash: str) -> str | None:
+def find_cached_id(engine: Engine, *, tenant: str, request_hash: str) -> str | None:
     """The id of the plan `find_cached` returns, without its document (for a reader that has
-    the document already: api.doccache); one point read (api.store.pinned)."""
+    the document already: api.doccache); one `read_scalar`."""
     params = {"tenant": tenant, "request_hash": request_hash, "version": COST_MODEL_VERSION}
-    found = reads.scalar(_FIND_CACHED_ID, params)
+    found = read_scalar(engine, _FIND_CACHED_ID, params)
     return None if found is None else str(found)
 
 
-def has_submissions(reads: PinnedReads, *, tenant: str, plan_id: str) -> bool:
+def has_submissions(engine: Engine, *, tenant: str, plan_id: str) -> bool:
     """Whether any submission of this tenant names the plan (`get_plan`'s `has_submissions`
-    alone); one point read (api.store.pinned)."""
-    return bool(reads.scalar(_HAS_SUBMISSIONS, {"tenant": tenant, "plan_id": plan_id}))
+    alone); one `read_scalar`."""
+    return bool(read_scalar(engine, _HAS_SUBMISSIONS, {"tenant": tenant, "plan_id": plan_id}))
 
 
 def count_plans(session: Session, *, tenant: str, request_hash: str | None = None) -> int:

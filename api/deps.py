@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
+import json
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
+from fastapi.dependencies.utils import _get_param_aliases, request_params_to_args
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, get_request_handler
 from sqlalchemy.orm import Session
 
 from api.auth import principal_bearer
@@ -93,6 +97,103 @@ class PrincipalRoute(APIRoute):
             return await endpoint(**kwargs)
 
         return handle
+
+
+class LazyHeadersRoute(APIRoute):
+    """A route whose endpoint's header parameters (all optional, default None) are read by the
+    route instead of by FastAPI's dependency solving on every request: a request that sends
+    none of them gets None for each without any look-up; one that sends any has them all read
+    and validated by FastAPI's own `request_params_to_args`, so the values and the errors are
+    FastAPI's. Their errors go before the body's in one `RequestValidationError`, as FastAPI
+    orders them (its solving checks the headers before the body); a body that is not JSON is
+    answered alone, as FastAPI answers it before reading any header. Everything else (the
+    body, the principal and other dependencies, matching, the exception handlers, and
+    /openapi.json, built from the endpoint's signature) is the `APIRoute`'s. For the cached
+    POST /v1/plans, whose `Idempotency-Key` and `Prefer` parameters FastAPI inspected and
+    looked up on every request. An endpoint with a required header parameter, or one with
+    another default, is refused when the handler is built; as for `PrincipalRoute`, a router
+    that includes it must add no dependencies of its own, and a validation error's endpoint
+    context (in its text only) names this route's wrapper."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        dependant = self.dependant
+        fields = list(dependant.header_params)
+        if dependant.request_param_name is None or any(
+            f.field_info.is_required() or f.default is not None for f in fields
+        ):
+            raise TypeError(
+                f"{self.path}: a LazyHeadersRoute's endpoint takes a Request and optional "
+                "header parameters that default to None"
+            )
+        request_name = dependant.request_param_name
+        aliases = tuple(alias for f in fields for _, alias in _get_param_aliases(f))
+        absent: dict[str, Any] = {f.name: None for f in fields}
+        endpoint: Callable[..., Coroutine[Any, Any, Response]] = self.endpoint
+
+        @functools.wraps(endpoint)
+        async def call(**values: Any) -> Response:
+            request: Request = values[request_name]
+            found: tuple[dict[str, Any], list[Any]] = request.scope[_HEADERS]
+            headers, errors = found
+            if errors:  # the body was valid: the headers' errors alone
+                raise _HeaderErrors(errors, body=await _json_body(request))
+            return await endpoint(**values, **headers)
+
+        inner = get_request_handler(
+            dependant=dataclasses.replace(dependant, header_params=[], call=call),
+            body_field=self.body_field,
+            status_code=self.status_code,
+            response_class=self.response_class,
+            response_field=self.response_field,
+            response_model_include=self.response_model_include,
+            response_model_exclude=self.response_model_exclude,
+            response_model_by_alias=self.response_model_by_alias,
+            response_model_exclude_unset=self.response_model_exclude_unset,
+            response_model_exclude_defaults=self.response_model_exclude_defaults,
+            response_model_exclude_none=self.response_model_exclude_none,
+            dependency_overrides_provider=self.dependency_overrides_provider,
+            embed_body_fields=self._embed_body_fields,
+            strict_content_type=self.strict_content_type,
+            form_limits=self.form_limits,
+            stream_item_field=self.stream_item_field,
+            is_json_stream=self.is_json_stream,
+        )
+
+        async def handle(request: Request) -> Response:
+            raw = request.headers
+            if any(alias in raw for alias in aliases):
+                found = request_params_to_args(fields, raw)
+            else:
+                found = (absent, [])
+            request.scope[_HEADERS] = found
+            try:
+                return await inner(request)
+            except RequestValidationError as exc:
+                if (
+                    not found[1]
+                    or isinstance(exc, _HeaderErrors)
+                    or isinstance(exc.__cause__, json.JSONDecodeError)
+                ):
+                    raise
+                raise RequestValidationError([*found[1], *exc.errors()], body=exc.body) from None
+
+        return handle
+
+
+class _HeaderErrors(RequestValidationError):
+    """A LazyHeadersRoute's header errors when the body was valid (FastAPI's 422, as any
+    `RequestValidationError`)."""
+
+
+_HEADERS = "meshplan.headers"
+"""The scope key under which LazyHeadersRoute keeps a request's header values and errors."""
+
+
+async def _json_body(request: Request) -> Any:
+    """The body FastAPI's `RequestValidationError` carries once the body was read as JSON
+    (None when there was none)."""
+    body = await request.body()
+    return await request.json() if body else None
 
 
 async def in_session(state: AppState, fn: Callable[[Session], T]) -> T:

@@ -16,7 +16,14 @@ from sqlalchemy import Row
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, PrincipalRoute, StateDep, in_session, in_thread
+from api.deps import (
+    LazyHeadersRoute,
+    PrincipalDep,
+    PrincipalRoute,
+    StateDep,
+    in_session,
+    in_thread,
+)
 from api.doccache import CacheKey, Encoded
 from api.idempotent import expiry_of, replay_or_refuse
 from api.jsonbody import JSONBody, encode, encoded_response
@@ -45,22 +52,6 @@ _LOCATION = {"Location": {"description": "the plan's URL", "schema": {"type": "s
 _JOB_LOCATION = {"Location": {"description": "the job's URL", "schema": {"type": "string"}}}
 
 
-@router.post(
-    "/plans",
-    status_code=201,
-    response_model=None,
-    summary="Plan a training run (or return the stored plan for the same request)",
-    responses={
-        200: {"model": PlanPublic, "description": "a stored plan for the same request (cache hit)"},
-        201: {"model": PlanPublic, "description": "a new plan", "headers": _LOCATION},
-        202: {
-            "model": JobPublic,
-            "description": "search started (Prefer: respond-async)",
-            "headers": _JOB_LOCATION,
-        },
-        **problem_responses(409, 422, 503),
-    },
-)
 async def create_plan(
     body: PlanCreate,
     request: Request,
@@ -107,6 +98,29 @@ async def create_plan(
         what=f"idempotency key {idempotency_key!r} completed",
     )
     return answer.response(state, request)
+
+
+# declared as the decorator would (same place in the router, so the same /openapi.json), but
+# served as a LazyHeadersRoute: Idempotency-Key and Prefer are read only when sent
+router.add_api_route(
+    "/plans",
+    create_plan,
+    methods=["POST"],
+    status_code=201,
+    response_model=None,
+    summary="Plan a training run (or return the stored plan for the same request)",
+    responses={
+        200: {"model": PlanPublic, "description": "a stored plan for the same request (cache hit)"},
+        201: {"model": PlanPublic, "description": "a new plan", "headers": _LOCATION},
+        202: {
+            "model": JobPublic,
+            "description": "search started (Prefer: respond-async)",
+            "headers": _JOB_LOCATION,
+        },
+        **problem_responses(409, 422, 503),
+    },
+    route_class_override=LazyHeadersRoute,
+)
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ _COMPILED: weakref.WeakKeyDictionary[Select[Any], dict[str, _Compiled]] = (
 )
 
 
-def compile_once(statement: Select[Any], dialect: Dialect) -> _Compiled:
+def _compile_once(statement: Select[Any], dialect: Dialect) -> _Compiled:
     """`statement` compiled for `dialect`, once (kept while the statement lives)."""
     per_dialect = _COMPILED.get(statement)
     if per_dialect is None:
@@ -154,7 +154,7 @@ def compile_once(statement: Select[Any], dialect: Dialect) -> _Compiled:
     return found
 
 
-def result_processors(
+def _result_processors(
     compiled: _Compiled, dialect: Dialect, description: Any
 ) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
     """(index, processor) of each selected column that has a result processor for the
@@ -191,13 +191,13 @@ def read_rows(
     503 alike. On PostgreSQL the statement runs in autocommit (its own snapshot; no BEGIN or
     ROLLBACK round trip), as in `read_session`; SQLite's driver begins no transaction for a
     SELECT."""
-    compiled = compile_once(statement, engine.dialect)
+    compiled = _compile_once(statement, engine.dialect)
     args = compiled.args(params)
     dbapi = engine.dialect.loaded_dbapi
     try:
         pooled = engine.raw_connection()
     except dbapi.Error as exc:
-        raise dbapi_error(engine, compiled.sql, args, exc, invalidated=False) from exc
+        raise _dbapi_error(engine, compiled.sql, args, exc, invalidated=False) from exc
     conn = pooled.dbapi_connection
     autocommit = engine.dialect.name == "postgresql"
     try:
@@ -212,7 +212,8 @@ def read_rows(
             else:
                 raw = cursor.fetchall()
             if raw and compiled.processed is None:
-                compiled.processed = result_processors(compiled, engine.dialect, cursor.description)
+                description = cursor.description
+                compiled.processed = _result_processors(compiled, engine.dialect, description)
         finally:
             cursor.close()
         if autocommit:
@@ -221,13 +222,13 @@ def read_rows(
         invalidated = bool(engine.dialect.is_disconnect(exc, conn, None))
         if invalidated:
             pooled.invalidate(exc)
-        raise dbapi_error(engine, compiled.sql, args, exc, invalidated=invalidated) from exc
+        raise _dbapi_error(engine, compiled.sql, args, exc, invalidated=invalidated) from exc
     finally:
         pooled.close()
-    return processed_rows(compiled, raw)
+    return _processed_rows(compiled, raw)
 
 
-def processed_rows(compiled: _Compiled, raw: Sequence[Any]) -> list[tuple[Any, ...]]:
+def _processed_rows(compiled: _Compiled, raw: Sequence[Any]) -> list[tuple[Any, ...]]:
     """The driver's rows `raw` of `compiled`, each column through its result processor."""
     processed = compiled.processed
     if not raw:
@@ -245,7 +246,7 @@ def processed_rows(compiled: _Compiled, raw: Sequence[Any]) -> list[tuple[Any, .
     return out
 
 
-def dbapi_error(
+def _dbapi_error(
     engine: Engine, sql: str, args: Any, exc: Exception, *, invalidated: bool
 ) -> DBAPIError:
     """`exc`, a driver's error running `sql`, as SQLAlchemy raises it (`Session.execute`'s)."""

@@ -31,7 +31,7 @@ best plan so far marked FEASIBLE; if it has none yet, it keeps scoring heuristic
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from planner.cost import (
@@ -232,12 +232,7 @@ def run_search(
     out.now = elapsed
     report = _Reporter(request, out, on_progress)
 
-    groups: dict[tuple[object, ...], list[Config]] = {}
-    for cfg in configs:
-        key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
-        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
-        groups.setdefault((*key, *folded, cfg.sequence_parallel, cfg.modes), []).append(cfg)
-    ordered = _sweep_order(request, src, out, list(groups.values()))
+    ordered = _sweep_order(request, src, out, sweep_groups(configs))
     # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
     # past the moment it was begun in: new work stops tuning.reserve_share (at most
     # tuning.reserve_s) before the limit.
@@ -473,6 +468,18 @@ def _coarse_floor(
     if wc is None:
         return None
     return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+
+
+def sweep_groups(configs: Iterable[Config]) -> list[list[Config]]:
+    """The sweep's groups, in first-seen order: configurations with the same degrees,
+    micro-batch size, ZeRO stage, cp/ep folding, sequence parallelism and recompute modes
+    (what the group floors are computed for)."""
+    groups: dict[tuple[object, ...], list[Config]] = {}
+    for cfg in configs:
+        key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
+        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+        groups.setdefault((*key, *folded, cfg.sequence_parallel, cfg.modes), []).append(cfg)
+    return list(groups.values())
 
 
 def _sweep_order(

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from planner.cost import resolve_costs
-from planner.search.driver import Outcome, _coarse_floor, _sweep_order
+from planner.search.driver import Outcome, _coarse_floor, _sweep_order, sweep_groups
 from planner.search.space import Config, enumerate_configs
 from planner.specs import PlanRequest
 
@@ -18,11 +18,7 @@ CASES = Path(__file__).resolve().parents[3] / "bench" / "cases"
 
 def _groups(request: PlanRequest) -> list[list[Config]]:
     src = resolve_costs(request)
-    groups: dict[tuple[object, ...], list[Config]] = {}
-    for c in enumerate_configs(request, num_layers=len(src.layers)):
-        key = (c.tp, c.pp, c.dp, c.micro_batch_size, c.zero_stage, c.cp, c.cp_comm, c.ep, c.etp)
-        groups.setdefault((*key, c.sequence_parallel, c.modes), []).append(c)
-    return list(groups.values())
+    return sweep_groups(enumerate_configs(request, num_layers=len(src.layers)))
 
 
 def _request(name: str, **changes: object) -> PlanRequest:

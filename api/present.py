@@ -9,7 +9,10 @@ import json
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from api.problems import ProblemError
+from api.schemas.plans import PlanListPublic
 from api.store.plans import Cursor, PlanFilters, StoredPlan
 from api.store.submissions import SubmissionFilters
 from planner.plan import recompute_summary
@@ -72,9 +75,37 @@ def _summarised(plan: Any) -> Any:
     return {**plan, "recompute": summary, "recompute_blocks": blocks}
 
 
-def plan_summary(row: dict[str, Any]) -> dict[str, Any]:
-    """A history row (api.store.plans.SUMMARY_COLUMNS by name) as PlanSummary's fields."""
-    return {**row, "cost_model_version": row["cost_model_version"] or "unknown"}
+_SUMMARY_FLOATS = ("step_time_s", "tokens_per_s", "bubble_fraction", "peak_memory_bytes")
+"""PlanSummary's float fields: pydantic writes an int given for one as a float (3.0)."""
+
+
+def history_json(rows: list[dict[str, Any]], next_page_token: str | None) -> bytes:
+    """A history page (rows of api.store.plans.SUMMARY_COLUMNS by name, which are PlanSummary's
+    fields in its order) as PlanListPublic's JSON: the bytes that
+    `PlanListPublic.model_validate(...).model_dump_json()` writes (tests/api/test_history_json.py
+    compares them), encoded by orjson straight from the rows instead of validated into models
+    and serialised from them. The rows are the store's typed columns, so there is nothing to
+    validate; what pydantic would change is changed here: a missing cost-model version is
+    "unknown", an int in a float field a float; a UTC time ends in "Z" (`OPT_UTC_Z`), as
+    pydantic writes it. A value orjson does not take goes through the response model."""
+    data = []
+    for row in rows:
+        if row["cost_model_version"] is None:
+            row = {**row, "cost_model_version": "unknown"}
+        if (
+            type(row["step_time_s"]) is not float
+            or type(row["tokens_per_s"]) is not float
+            or type(row["bubble_fraction"]) is not float
+            or type(row["peak_memory_bytes"]) is not float
+        ):
+            ints = {name: float(v) for name in _SUMMARY_FLOATS if type(v := row[name]) is int}
+            row = {**row, **ints}
+        data.append(row)
+    doc = {"data": data, "next_page_token": next_page_token}
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_UTC_Z)
+    except TypeError:  # orjson.JSONEncodeError
+        return PlanListPublic.model_validate(doc).model_dump_json().encode()
 
 
 def filters_key(filters: PlanFilters | SubmissionFilters) -> str:

@@ -29,7 +29,7 @@ from api.idempotent import expiry_of, replay_or_refuse
 from api.jsonbody import JSONBody, encode, encoded_response
 from api.outage import is_outage, write_later
 from api.planning import Outcome, Planner
-from api.present import decode_cursor, encode_cursor, plan_document, plan_summary
+from api.present import decode_cursor, encode_cursor, history_json, plan_document
 from api.problems import ProblemError, field_problem, problem_document
 from api.query import query_openapi, read_query
 from api.replan import ReplanBody, calibration_choice, replan
@@ -315,12 +315,8 @@ async def list_plans(request: Request, principal: PrincipalDep) -> Response:
         ),
     )
     token = encode_cursor(page.next_cursor, filters=filters) if page.next_cursor else None
-    body = {"data": [plan_summary(r) for r in page.rows], "next_page_token": token}
-    # validated and encoded by the response model in one pass (pydantic-core), not per row and
-    # then again by FastAPI's response serialisation
-    return Response(
-        PlanListPublic.model_validate(body).model_dump_json(), media_type="application/json"
-    )
+    # PlanListPublic's JSON, encoded from the rows (not by FastAPI's response serialisation)
+    return Response(history_json(page.rows, token), media_type="application/json")
 
 
 # as get_plan: declared in the decorator's place, served as a PrincipalRoute (its query is

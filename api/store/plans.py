@@ -61,7 +61,8 @@ SUMMARY_COLUMNS = (
     "cost_model_version",
     "calibration_id",
 )
-"""What a history row shows (api.present.plan_summary), in this order."""
+"""What a history row shows (api.schemas.plans.PlanSummary's fields, in its order:
+api.present.history_json writes a row's keys in this order)."""
 DOCUMENT_COLUMNS = (
     "id",
     "created_at",

@@ -21,6 +21,17 @@ import psycopg
 from svc_harness import free_port
 
 START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30
+# A connection that arrives once a shutdown has begun is handed to a "dead-end" child that
+# only reads the startup packet to refuse it; the postmaster exits after all of them
+# (postmaster.c, PostmasterStateMachine: PM_WAIT_DEAD_END "ends when the BackendList is
+# entirely empty (ie, no dead_end children remain)"), and such a child waits for that packet
+# up to authentication_timeout (60 s by default; PostgreSQL docs, "Connections and
+# Authentication"). A client that opened its TCP connection and has not yet written (a thread
+# starved on a loaded machine) so holds a fast shutdown that long (tests/api/test_pg_cluster.py
+# holds such connections across a stop). Authentication here is `trust` on loopback (milliseconds),
+# so 5 s bounds the stop well under STOP_TIMEOUT_S and still leaves a slow client time.
+AUTHENTICATION_TIMEOUT_S = 5
 
 
 def pg_bin(name: str) -> str | None:
@@ -58,16 +69,33 @@ class PgCluster:
     def _ctl(self, *args: str) -> None:
         ctl = pg_bin("pg_ctl")
         assert ctl is not None
-        subprocess.run(
-            _as_server_user([ctl, "-D", str(self.data), "-w", "-t", "30", *args]),
-            check=True,
+        argv = [ctl, "-D", str(self.data), "-w", "-t", str(STOP_TIMEOUT_S), *args]
+        done = subprocess.run(
+            _as_server_user(argv),
+            check=False,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            timeout=START_TIMEOUT_S + 10,
+            timeout=max(START_TIMEOUT_S, STOP_TIMEOUT_S) + 10,
         )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"pg_ctl {' '.join(args[-1:])} failed ({done.returncode}): "
+                f"{done.stderr.decode(errors='replace').strip()}\n"
+                f"server.log ends:\n{self.log_tail()}"
+            )
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last `lines` lines of the cluster's server.log ('' before it exists)."""
+        path = self.root / "server.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def start(self) -> None:
-        opts = f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        opts = (
+            f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+            f" -c authentication_timeout={AUTHENTICATION_TIMEOUT_S}s"
+        )
         self._ctl("-l", str(self.root / "server.log"), "-o", opts, "start")
         self.wait_ready()
 

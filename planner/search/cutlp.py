@@ -10,11 +10,6 @@ g's layers in stage s with mode k, every stage holds at least one layer, no cont
         memory_r,p(x) <= cap - fixed               per rank r and seed held point p of r
                                                    (planner.search.model.memory_rows)
 
-(a row at a backward of stage s that does not charge the loss temporary also charges
-(1 + frag) sum_{g,k} x[g,s,k] (act_g(none) - act_g(k)) / (n - n_st + 1): with at most
-n - n_st + 1 layers in a stage, at most s's recompute transient max_g (act(none) - act(k)),
-which the scorer charges there, planner.cost.score.stage_recompute_bytes.)
-
 (X_c: the boundaries between ranks the path crosses, each at least the cheapest p2p time.)
 
 Every real partition is a feasible point whose objective is at most its simulated step time,
@@ -35,7 +30,6 @@ from dataclasses import dataclass
 from ortools.linear_solver import pywraplp
 
 from planner.cost import MODE_INDEX, PartitionInputs
-from planner.schedules import ActionKind
 from planner.search.model import layer_runs, memory_rows, undominated_modes
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
@@ -118,12 +112,6 @@ class CutLP:
         room = inputs.cap_bytes - inputs.fixed_bytes
         unit = 1.0 / room if room > 0 else 1.0
         grow = 1.0 + inputs.fragmentation_fraction
-        # A stage holds at most `most` layers, so sum_{g,k} x[g,s,k] (act(none) - act(k)) /
-        # most is at most the largest act(none) - act(k) of a recomputed layer in s: a lower
-        # bound of s's recompute transient (planner.cost.score.stage_recompute_bytes), and
-        # the rows that charge it stay a relaxation.
-        most = n - n_st + 1
-        none = MODE_INDEX["none"]
         for r in range(inputs.pp):
             post = solver.Constraint(0.0, solver.infinity())
             post.SetCoefficient(self.p, 1.0)
@@ -132,22 +120,12 @@ class CutLP:
                     post.SetCoefficient(var, -inputs.post_s[self._first[g]])
             for point, slot, const in memory_rows(inputs, r):
                 mem = solver.Constraint(-solver.infinity(), (room - const) * unit)
-                # the backward of point.stage charges its recompute transient (as the
-                # CP-SAT rows do, PartitionModel._transient), unless the row charges the loss
-                transient = (
-                    inputs.recompute_transient
-                    and const == 0.0
-                    and point.phase in (ActionKind.B, ActionKind.I)
-                )
                 for (g, s, k), var in self.x.items():
                     if inputs.stage_rank[s] != r:
                         continue
                     i = self._first[g]
-                    act = inputs.activation_bytes[i]
-                    held = point.counts[slot[s]] * act[k]
-                    if transient and s == point.stage and k != none:
-                        held += (act[none] - act[k]) / most
-                    mem.SetCoefficient(var, (inputs.static_bytes[i] + held * grow) * unit)
+                    act = point.counts[slot[s]] * inputs.activation_bytes[i][k] * grow
+                    mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
         solver.Minimize(self.t + self.p)
         # a cut row's terms in the order of self.x: (variable, stage, its layer's forward,
         # weight-gradient and input-gradient backward times in its mode)

@@ -59,11 +59,11 @@ def test_incremental_lp_floor_is_a_floor_and_matches_a_fresh_one(seed: int) -> N
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_lp_transient_rows_cut_off_no_partition_that_fits(seed: int) -> None:
+def test_lp_memory_rows_cut_off_no_partition_that_fits(seed: int) -> None:
     """Three recompute modes and caps that force recompute (the CP-SAT rows' cases,
-    test_transient_rows): the LP's rows charge a share of each stage's recompute transient,
-    and its floor stays at or below the oracle's optimum; it is infeasible only where nothing
-    fits (a row that charged more than the scorer would cut off the optimum)."""
+    test_transient_rows): the LP's floor stays at or below the oracle's optimum (a memory row
+    that charged more than the scorer, e.g. the recompute transient in full, would cut off
+    the optimum)."""
     rng = random.Random(4300 + seed)
     schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
     inputs = three_mode_inputs(rng, schedule, vpp)

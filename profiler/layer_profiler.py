@@ -19,7 +19,9 @@ produce (`profiler.layer_source`):
   A layer whose input is not differentiable: split I = 0, split W = B (torch's first stage).
 - recompute: `selective` re-runs the attention core softmax(QK^T)V (timed on the block's own
   q, k, v); `full` = (forward + backward of the layer inside torch's `checkpoint_wrapper`, as
-  the runner wraps it) - (the plain layer's forward + backward), paired rounds; `none` is 0.
+  the runner wraps it) - (the plain layer's forward + backward), paired rounds, each round at
+  least the layer's measured forward (the checkpoint re-runs it: full_recompute_stat); `none`
+  is 0.
 - activation bytes per recompute mode, counted exactly with `saved_tensors_hooks`
   (`profiler.saved_tensors`): per storage, parameters and buffers excluded.
 - parameter bytes and count (one tp rank), output bytes (what a stage boundary carries),
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,6 +198,21 @@ def tp_comm_bytes(kind: str, *, tokens: int, hidden: int, elem_bytes: int, tp: i
     return 0.0
 
 
+def full_recompute_stat(
+    plain_s: Sequence[float], ckpt_s: Sequence[float], *, forward_s: float
+) -> Stat:
+    """What full recompute adds to one micro-batch's forward + backward, from paired rounds of
+    the plain layer (`plain_s`) and the checkpointed one (`ckpt_s`): per round their
+    difference, and at least `forward_s`, the layer's measured forward. A checkpointed layer
+    re-runs its whole forward inside its backward (torch.utils.checkpoint's documented
+    behaviour; Korthikanti et al. 2022, "Reducing Activation Recomputation": full recompute
+    costs one extra forward pass), so what it adds is at least one forward. A round whose
+    difference falls below that (on a loaded machine the plain round can come out the slower
+    one, the difference then 0 or negative) measured the machine's noise, not the recompute."""
+    diffs = [max(forward_s, c - p) for p, c in zip(plain_s, ckpt_s, strict=True)]
+    return summarize(diffs)
+
+
 def measure_layer(
     layer: Layer,
     x: torch.Tensor,
@@ -302,7 +319,7 @@ def measure_layer(
     plain_s, ckpt_s = measure_pairs(
         lambda: None, fw_bw(module), fw_bw(wrapped), device=device, repeats=repeats, warmup=warmup
     )
-    recompute_full = summarize([max(0.0, c - p) for p, c in zip(plain_s, ckpt_s, strict=True)])
+    recompute_full = full_recompute_stat(plain_s, ckpt_s, forward_s=fw.median_s)
 
     attn = _attention_inputs(module, call)
     if attn:

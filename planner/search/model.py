@@ -23,9 +23,11 @@ Constraints.
                          + sum_k floor((1 + frag) p.counts_s act_{g,k}) z[g,s,k]
                          <=  cap - fixed - (1 + frag) loss_p
         (floors make this a relaxation: every partition that fits in floating point is
-        feasible here; a decoded partition that does not fit is cut off by a no-good. The
-        recompute transient, a max over the stage's recomputed layers, is left out: also a
-        relaxation, and the scorer charges it)
+        feasible here; a decoded partition that does not fit is cut off by a no-good). A row
+        at a backward of stage s also charges s's recompute transient tau_s (_transient: at
+        least each recomputed run's act(none) - act(k), rounded down), unless it charges the
+        loss temporary (the scorer charges the larger of the two there: leaving tau_s out
+        keeps the row a relaxation)
     post, per rank r:    P >= sum_{s on r} sum_g floor(post_g) y[g,s]
     path cuts:           T >= sum_s sum_k floor(F_P[s] fw + (B_P[s]+W_P[s]) w_weight
                                                  + (B_P[s]+I_P[s]) bw_input_k) z
@@ -124,8 +126,8 @@ def memory_rows(
     """One memory row per held point of `rank` (`points`, default seed_points): the point,
     the slot of each of the rank's stages in its counts, and the bytes the row charges
     whatever the partition: (1 + frag) x the loss temporary when the point runs the last
-    stage's F or backward (the recompute transient depends on the partition and is left to
-    the scorer)."""
+    stage's F or backward (the recompute transient depends on the partition: PartitionModel
+    charges it with a variable per stage, the LP leaves it out)."""
     stages = rank_stages(inputs.stage_rank)[rank]
     slot = {s: j for j, s in enumerate(stages)}
     grow = 1.0 + inputs.fragmentation_fraction
@@ -352,6 +354,7 @@ class PartitionModel:
         most = inp.fixed_bytes + sum(inp.static_bytes)
         most += grow * max(inp.inflight, default=0) * sum(max(a) for a in inp.activation_bytes)
         self._memory_points: set[tuple[int, HeldPoint]] = set()
+        self._transients: dict[int, cp_model.IntVar | None] = {}  # stage -> _transient(stage)
         self._memory_unit = HORIZON_UNITS / max(most, inp.cap_bytes, 1e-30)
         for r in range(inp.pp):
             for row in memory_rows(inp, r):
@@ -381,7 +384,47 @@ class PartitionModel:
                 if ("y", g, s, 0) not in coefs:
                     coefs[("y", g, s, 0)] = math.floor(inp.static_bytes[first] * unit)
         room = math.floor((inp.cap_bytes - inp.fixed_bytes - const) * unit)
-        self.model.add(self._linear(coefs) <= room)
+        tau = None
+        if const == 0.0 and point.phase in (ActionKind.B, ActionKind.I):
+            tau = self._transient(point.stage)
+        if tau is None:
+            self.model.add(self._linear(coefs) <= room)
+        else:
+            self.model.add(cp_model.LinearExpr.sum([self._linear(coefs), tau]) <= room)
+
+    def _transient(self, s: int) -> cp_model.IntVar | None:
+        """Stage s's recompute transient in memory units, rounded down: at least
+        (1 + frag) (act(none) - act(k)) of each run g whose z[g, s, k] is positive, the largest
+        one of the recomputed layers (planner.cost.memory.MemoryTerms; the scorer charges it in
+        the stage's backward, stage_recompute_bytes). Each term is rounded down, so the rows
+        stay a relaxation. None without recompute transients or recomputable layers in s."""
+        if s in self._transients:
+            return self._transients[s]
+        inp, unit = self.inputs, self._memory_unit
+        grow = 1.0 + inp.fragmentation_fraction
+        none = MODE_INDEX["none"]
+        terms: list[tuple[Any, int]] = []
+        if inp.recompute_transient:
+            for g, k in self._stage_terms(s):
+                if k == none:
+                    continue
+                act = inp.activation_bytes[self.runs[g].first]
+                units = math.floor(grow * (act[none] - act[k]) * unit)
+                if units > 0:
+                    terms.append((self._exprs[("z", g, s, k)], units))
+        tau: cp_model.IntVar | None = None
+        if terms:
+            tau = self.model.new_int_var(0, max(u for _, u in terms), f"tau_{s}")
+            for z, units in terms:
+                if isinstance(z, int):  # a count fixed by the stage's domain
+                    if z > 0:
+                        self.model.add(tau >= units)
+                    continue
+                used = self.model.new_bool_var("")
+                self.model.add(z <= 0).only_enforce_if(~used)
+                self.model.add(tau >= units).only_enforce_if(used)
+        self._transients[s] = tau
+        return tau
 
     def _build_post(self) -> None:
         inp = self.inputs

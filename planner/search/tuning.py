@@ -55,6 +55,9 @@ class SearchTuning:
     - `mode_lighter`: layers of one stage made one mode lighter at once by a mode move.
     - `tie_solves`: CP-SAT solves of objective bubble's tie phase (exact.tie_phase), at most,
       per configuration: past them the partition kept is the preferred of the ties found.
+    - `bubble_floor_rounds`: objective bubble's floor of a configuration
+      (planner.search.bubble_floor): LP solves, each adding the critical path of the last
+      one's optimum, at most; every round's floor is valid, later ones are higher.
     - `cpu_poll_s`, `cpu_wall_factor`: under a CPU clock (SolveLimits.cpu_clock) a CP-SAT
       solve is stopped once its CPU budget is spent, read every `cpu_poll_s` seconds at most
       as the budget runs out (model.solve_on_cpu); CP-SAT's wall-time limit is then
@@ -90,6 +93,7 @@ class SearchTuning:
     descend_within: float = 0.02
     mode_lighter: int = 2
     tie_solves: int = 100
+    bubble_floor_rounds: int = 20
     cpu_poll_s: float = 0.005
     cpu_wall_factor: float = 10.0
 
@@ -120,6 +124,7 @@ class SearchTuning:
             "descend_rounds": self.descend_rounds,
             "mode_lighter": self.mode_lighter,
             "tie_solves": self.tie_solves,
+            "bubble_floor_rounds": self.bubble_floor_rounds,
         }
         for name, count in counts.items():
             if count < 0:

@@ -13,7 +13,7 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import durations_of, schedule_of, score
 from planner.search.paths import critical_path, seed_cuts
 
-from .cases import MODES, SCHEDULES, gpt_inputs, random_partition
+from .cases import MODES, SCHEDULES, THREE, gpt_inputs, random_partition, three_mode_inputs
 
 
 @pytest.mark.parametrize("seed", range(100))
@@ -56,3 +56,21 @@ def test_incremental_lp_floor_is_a_floor_and_matches_a_fresh_one(seed: int) -> N
     assert first.value_s <= later.value_s * (1 + 1e-9)
     assert later.value_s == pytest.approx(again.value_s, rel=1e-7)
     assert later.value_s <= best.score.step_time_s * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_lp_memory_rows_cut_off_no_partition_that_fits(seed: int) -> None:
+    """Three recompute modes and caps that force recompute (the CP-SAT rows' cases,
+    test_transient_rows): the LP's floor stays at or below the oracle's optimum (a memory row
+    that charged more than the scorer, e.g. the recompute transient in full, would cut off
+    the optimum)."""
+    rng = random.Random(4300 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = three_mode_inputs(rng, schedule, vpp)
+    lp = CutLP(inputs, THREE, cuts=seed_cuts(schedule_of(inputs)))
+    floor = lp.solve()
+    best = exhaustive_config(inputs, modes=THREE).best
+    assert floor is not None
+    if best is None:
+        return
+    assert floor.value_s <= best.score.step_time_s * (1 + 1e-6)

@@ -738,7 +738,7 @@ def _sweep(
         if bubble_closed(request, out, members[0].pp):  # a group shares its pp
             out.group_time_pruned += len(members)
             continue
-        bound = time_bound_s(request, out)
+        bound = _sweep_bound_s(request, out)
         enough = bound * (1 - REL_TOL) if bound is not None else None
         if prune and enough is not None:
             # The layers' work m W / pp = b W tp cp / (mbs N) is one number per work kind
@@ -804,6 +804,26 @@ def _sweep(
             n, split = len(src.layers), stage_split(request)
             _improve(request, out, best[0], split, n, lambda: share_s - out.now())
     return []
+
+
+def _sweep_bound_s(request: PlanRequest, out: Outcome) -> float | None:
+    """The step time a group must beat to be swept: time_bound_s, or under objective bubble
+    the provisional plan's step time once it has zero bubble. That plan is feasible, and no
+    plan has less bubble, so only a zero-bubble configuration faster than it can win: a
+    group whose time floor reaches it cannot, as with a proven zero-bubble incumbent. (Only
+    the sweep reads it: the exact phase must still prove the provisional configuration,
+    whose solve a bound at its own step time would cut off.)"""
+    bound = time_bound_s(request, out)
+    provisional = out.provisional
+    if (
+        bound is None
+        and request.objective == "bubble"
+        and request.search.mode != "exhaustive"
+        and provisional is not None
+        and provisional[1].score.bubble_fraction == 0.0
+    ):
+        return provisional[1].score.step_time_s
+    return bound
 
 
 def _wants_families(request: PlanRequest) -> bool:

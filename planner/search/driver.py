@@ -523,11 +523,13 @@ def _sweep_order(
 
     Objective time: by an estimate of the step time, the group's coarse floor (_coarse_floor:
     one cost evaluation per (tp, mbs, sp, cp), a few hundred at most, each needed by the
-    sweep's first check of its groups anyway) times 1 + (pp - 1) / m, 1F1B's makespan over
-    its m micro-batches' work with uniform stages (Narayanan et al. 2021 §2.2.1: the bubble
-    (pp - 1) / m of the ideal time). The floor alone ranks by work and ignores the bubble;
-    the bubble share alone (the order below) ranks pp = 1 groups of any work first. A group
-    without costs comes last.
+    sweep's first check of its groups anyway) times 1 + the least bubble share of its
+    members' schedules (_bubble_share: 1F1B's (pp - 1) / m, Narayanan et al. 2021 §2.2.1,
+    less for the interleaved and zero-bubble schedules). The floor alone ranks by work and
+    ignores the bubble; the bubble share alone (the order below) ranks pp = 1 groups of any
+    work first; 1F1B's bubble for every group swept the groups whose best member is zbv
+    (310.1B's and 529.6B's winners) after many that cannot beat it. A group without costs
+    comes last.
 
     Objective bubble and the exhaustive mode: the 1F1B bubble share (pp - 1) / (m + pp - 1)
     (no cost model; pp = 1 first, which _zero_bubble_to_prove relies on). Ties (and every
@@ -544,10 +546,26 @@ def _sweep_order(
         floor = _coarse_floor(request, src, out, ms)
         if floor is None:
             return math.inf
-        c = ms[0]
-        return floor * (1 + (c.pp - 1) / c.num_microbatches)
+        return floor * (1 + min(_bubble_share(c) for c in ms))
 
     return sorted(groups, key=lambda ms: (estimate(ms), *plain(ms)))
+
+
+def _bubble_share(cfg: Config) -> float:
+    """An estimate of the bubble of `cfg`'s schedule over its m micro-batches' work with
+    uniform stages, for the sweep's order only: (pp - 1) / m for gpipe and 1F1B (Narayanan
+    et al. 2021 §2.2.1); half that for interleaved 1F1B and zbv (ibid. §2.2.2: (pp - 1) /
+    (v m) with v chunks per rank, taken at v = 2 whatever v is: more chunks add p2p and
+    per-stage overhead that the coarse floor leaves out, and ranking the groups with many
+    chunks by (pp - 1) / (v m) swept them before better ones); a third of it for zb-h1 (Qi
+    et al. 2023 §3.1: (p - 1)(T_F + T_B - T_W) against 1F1B's (p - 1)(T_F + T_B + T_W),
+    equal at T_F = T_B = T_W)."""
+    share = (cfg.pp - 1) / cfg.num_microbatches
+    if cfg.schedule in ("interleaved-1f1b", "zbv"):
+        return share / 2
+    if cfg.schedule == "zb-h1":
+        return share / 3
+    return share
 
 
 def _coarse_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
@@ -758,7 +776,7 @@ def _sweep(
         if bubble_closed(request, out, members[0].pp):  # a group shares its pp
             out.group_time_pruned += len(members)
             continue
-        bound = time_bound_s(request, out)
+        bound = _sweep_bound_s(request, out)
         enough = bound * (1 - REL_TOL) if bound is not None else None
         if prune and enough is not None:
             # The layers' work m W / pp = b W tp cp / (mbs N) is one number per work kind
@@ -810,7 +828,40 @@ def _sweep(
                 entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
                 _offer(request, out, entry, sc)
         out.entries.extend(entries)
+        # A group that gave the incumbent: its configuration's improve-pass work (hints and
+        # hill climb) now rather than after the sweep, so that the groups after it meet the
+        # better incumbent (145.6B's winner: quick partition 16.48 s, climbed 16.26 s, the
+        # optimum 16.255 s); each configuration is improved once (entry.seeds).
+        best = out.best
+        if (
+            prune
+            and request.objective == "time"
+            and best is not None
+            and any(e is best[0] for e in entries)
+        ):
+            n, split = len(src.layers), stage_split(request)
+            _improve(request, out, best[0], split, n, lambda: share_s - out.now())
     return []
+
+
+def _sweep_bound_s(request: PlanRequest, out: Outcome) -> float | None:
+    """The step time a group must beat to be swept: time_bound_s, or under objective bubble
+    the provisional plan's step time once it has zero bubble. That plan is feasible, and no
+    plan has less bubble, so only a zero-bubble configuration faster than it can win: a
+    group whose time floor reaches it cannot, as with a proven zero-bubble incumbent. (Only
+    the sweep reads it: the exact phase must still prove the provisional configuration,
+    whose solve a bound at its own step time would cut off.)"""
+    bound = time_bound_s(request, out)
+    provisional = out.provisional
+    if (
+        bound is None
+        and request.objective == "bubble"
+        and request.search.mode != "exhaustive"
+        and provisional is not None
+        and provisional[1].score.bubble_fraction == 0.0
+    ):
+        return provisional[1].score.step_time_s
+    return bound
 
 
 def _wants_families(request: PlanRequest) -> bool:

@@ -130,3 +130,39 @@ def test_why_names_a_faster_group_that_memory_pruned() -> None:
     assert "exceeds the cap by at least 3.0 GiB" in lines[0]
     rep = memory_rep(req, out, out.memory_groups[-1])
     assert rep is not None and rep.config == cfg and rep.memory_floor_bytes == over
+
+
+def test_a_zero_bubble_provisional_plan_prunes_the_sweep_of_pp_1_groups() -> None:
+    # Objective bubble with pp = 1 allowed: every pp = 1 plan has zero bubble, so the fastest
+    # of them wins. The sweep's first pp = 1 plan bounds the other pp = 1 groups by its step
+    # time (driver._sweep_bound_s), so some are settled by their floors without their
+    # PartitionInputs being built; the plan stays the exhaustive search's.
+    doc = {
+        "model": {**GPT_13B, "num_layers": 8, "hidden_size": 2048, "num_attention_heads": 16},
+        "constraints": {
+            "memory_cap_gib": 76,
+            "pp": [1, 2],
+            "zero_stages": [1],
+            "schedules": ["1f1b"],
+            "recompute": ["none", "full"],
+        },
+        "objective": "bubble",
+    }
+    req = _request(**doc, search={"time_limit_s": 60})
+    out = run_search(req)
+    assert out.best is not None and out.source is not None
+    layers = len(out.source.layers)
+    pp1 = [c for c in enumerate_configs(req, num_layers=layers) if c.pp == 1]
+    built = [e for e in out.entries if e.config.pp == 1]
+    assert 0 < len(built) < len(pp1)
+    exhaustive = search(_request(**doc, search={"time_limit_s": 60, "mode": "exhaustive"}))
+    plan = out.best[0].config
+    assert exhaustive.plan.pp == 1
+    assert (plan.tp, plan.dp, plan.micro_batch_size) == (
+        exhaustive.plan.tp,
+        exhaustive.plan.dp,
+        exhaustive.plan.micro_batch_size,
+    )
+    assert out.best[1].score.step_time_s == pytest.approx(
+        exhaustive.plan.prediction.step_time_s, rel=1e-9
+    )

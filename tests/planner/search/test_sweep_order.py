@@ -1,13 +1,19 @@
 """The sweep's group order (driver._sweep_order): objective time by the estimate coarse floor
-x (1 + (pp - 1) / m), groups without costs last; objective bubble by the 1F1B bubble share,
-pp = 1 first (what _zero_bubble_to_prove relies on). The order decides only what the sweep
-sees first; what it prunes is the floors' work (tests/planner/search/test_vs_exhaustive.py)."""
+x (1 + the least bubble share of the group's schedules: (pp - 1) / m for gpipe and 1F1B, half
+that for interleaved and zbv, a third for zb-h1), groups without costs last; objective bubble
+by the 1F1B bubble share, pp = 1 first (what _zero_bubble_to_prove relies on). The order
+decides only what the sweep sees first; what it prunes is the floors' work
+(tests/planner/search/test_vs_exhaustive.py)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import pytest
+
+from bench.megatron_table1 import DEFAULT_CASES, load_cases
+from bench.search_speed import request_for
 from planner.cost import resolve_costs
 from planner.search.driver import Outcome, _coarse_floor, _sweep_order, sweep_groups
 from planner.search.space import Config, enumerate_configs
@@ -36,15 +42,39 @@ def test_time_order_is_by_estimated_step_time() -> None:
     estimates = []
     for ms in ordered:
         floor = _coarse_floor(request, src, out, ms, known=True)
-        c = ms[0]
-        estimates.append(
-            math.inf if floor is None else floor * (1 + (c.pp - 1) / c.num_microbatches)
-        )
+        bubble = min(_bubble(c) for c in ms)
+        estimates.append(math.inf if floor is None else floor * (1 + bubble))
     assert estimates == sorted(estimates)
     assert len(set(estimates)) > 1
     # not the bubble share's order (pp = 1 first, whatever its work)
     shares = [(ms[0].pp - 1) / (ms[0].num_microbatches + ms[0].pp - 1) for ms in ordered]
     assert shares != sorted(shares)
+
+
+def _bubble(c: Config) -> float:
+    per = {"gpipe": 1.0, "1f1b": 1.0, "interleaved-1f1b": 0.5, "zbv": 0.5, "zb-h1": 1 / 3}
+    return per[c.schedule] * (c.pp - 1) / c.num_microbatches
+
+
+def test_time_order_ranks_a_zbv_group_by_its_smaller_bubble() -> None:
+    """310.1B: tp = 4 pp = 12 dp = 40 (its winner is zbv) comes before tp = 8 pp = 6 dp = 40,
+    whose work floor is lower but whose 1F1B bubble would rank it first."""
+    if not Path(DEFAULT_CASES).exists():
+        pytest.skip("../shared/cases is not here")
+    case = next(c for c in load_cases(DEFAULT_CASES) if c["name"] == "megatron-gpt-310.1b")
+    request = request_for(case, 30)
+    src = resolve_costs(request)
+    out = Outcome(entries=[], best=None, status="OPTIMAL", source=src)
+    ordered = _sweep_order(request, src, out, _groups(request))
+
+    def at(tp: int, pp: int) -> int:
+        return next(
+            i
+            for i, ms in enumerate(ordered)
+            if (ms[0].tp, ms[0].pp, ms[0].micro_batch_size, ms[0].zero_stage) == (tp, pp, 1, 1)
+        )
+
+    assert at(4, 12) < at(8, 6)
 
 
 def test_bubble_order_puts_pp_1_first() -> None:

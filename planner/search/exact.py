@@ -681,7 +681,6 @@ def lp_phase(
         lp.set_count_bounds(domains)
     n = inputs.num_layers
     moves = _moves(inputs, tuning)
-    last = -math.inf  # the LP value of the round before
     for done in range(rounds + 1):
         bound = limit()
         if bound is None or (time_left is not None and time_left() <= 0):
@@ -693,9 +692,8 @@ def lp_phase(
             return True
         if proven is not None:
             proven(lp_floor(point.value_s, bound))
-        if done == rounds or _stalled(point.value_s, last, bound, tuning):
+        if done == rounds:
             return False
-        last = point.value_s
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
         order = _unclear_first(point.stage_layers)
         shifts = _rank_shifts(part, inputs.stage_rank, single=True) if done < shift_rounds else []
@@ -712,13 +710,6 @@ def lp_phase(
         if not fresh:
             return False
     return False
-
-
-def _stalled(value_s: float, last_s: float, bound_s: float, tuning: SearchTuning) -> bool:
-    """The last cutting-plane round raised the LP floor by less than tuning.lp_stall of the
-    gap it had left to the bound: its cuts are not what the LP lacks (the fractional
-    split's integrality is, which probing and branching address), so the rounds stop."""
-    return value_s - last_s < tuning.lp_stall * (bound_s - last_s)
 
 
 def branch_phase(

@@ -40,8 +40,6 @@ class SearchTuning:
     One configuration (planner.search.exact):
     - `lp_rounds`: cutting-plane rounds on the LP relaxation before anything else;
       `lp_shift_rounds` of them also simulate rank shifts (the incumbent's polish call only).
-      The rounds stop early once one raises the LP floor by less than `lp_stall` of the gap
-      it had left to the bound (its cuts are not what the LP lacks).
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -80,7 +78,6 @@ class SearchTuning:
     progress_every_s: float = 0.1
     finish_slack_s: float = 0.25
     lp_rounds: int = 10
-    lp_stall: float = 0.05
     lp_shift_rounds: int = 3
     lp_max_cells: int = 20_000
     lp_moves: int = 24
@@ -110,7 +107,6 @@ class SearchTuning:
             "alternatives_share": self.alternatives_share,
             "probe_share": self.probe_share,
             "branch_share": self.branch_share,
-            "lp_stall": self.lp_stall,
         }
         for name, value in shares.items():
             if not 0.0 <= value <= 1.0:

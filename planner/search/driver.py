@@ -830,8 +830,9 @@ def _sweep(
         out.entries.extend(entries)
         # A group that gave the incumbent: its configuration's improve-pass work (hints and
         # hill climb) now rather than after the sweep, so that the groups after it meet the
-        # better incumbent (145.6B's winner: quick partition 16.48 s, climbed 16.26 s, the
-        # optimum 16.255 s); each configuration is improved once (entry.seeds).
+        # better incumbent (a quick partition is a start, often a few tenths of a per cent
+        # above the configuration's optimum); each configuration is improved once
+        # (entry.seeds).
         best = out.best
         if (
             prune

@@ -15,7 +15,13 @@ import pytest
 from bench.megatron_table1 import DEFAULT_CASES, load_cases
 from bench.search_speed import request_for
 from planner.cost import resolve_costs
-from planner.search.driver import Outcome, _coarse_floor, _sweep_order, sweep_groups
+from planner.search.driver import (
+    Outcome,
+    _bubble_share,
+    _coarse_floor,
+    _sweep_order,
+    sweep_groups,
+)
 from planner.search.space import Config, enumerate_configs
 from planner.specs import PlanRequest
 
@@ -42,18 +48,13 @@ def test_time_order_is_by_estimated_step_time() -> None:
     estimates = []
     for ms in ordered:
         floor = _coarse_floor(request, src, out, ms, known=True)
-        bubble = min(_bubble(c) for c in ms)
+        bubble = min(_bubble_share(c) for c in ms)
         estimates.append(math.inf if floor is None else floor * (1 + bubble))
     assert estimates == sorted(estimates)
     assert len(set(estimates)) > 1
     # not the bubble share's order (pp = 1 first, whatever its work)
     shares = [(ms[0].pp - 1) / (ms[0].num_microbatches + ms[0].pp - 1) for ms in ordered]
     assert shares != sorted(shares)
-
-
-def _bubble(c: Config) -> float:
-    per = {"gpipe": 1.0, "1f1b": 1.0, "interleaved-1f1b": 0.5, "zbv": 0.5, "zb-h1": 1 / 3}
-    return per[c.schedule] * (c.pp - 1) / c.num_microbatches
 
 
 def test_time_order_ranks_a_zbv_group_by_its_smaller_bubble() -> None:

@@ -867,14 +867,33 @@ def probe_phase(
     # the current domains (up to POINT_SLACK): a side one of them lies on is not solved
     missed: list[tuple[tuple[float, ...], float]] = []
 
+    emptied = False  # the last side that closed had no LP point at all (infeasible)
+    checked = False  # dom_closes has solved `dom` in this pass already
+
     def side_closes(k: int, lo: int, hi: int, bound: float) -> bool:
         """Whether the LP with count_k in [lo, hi] (the other counts in `dom`) reaches the
         bound; False without a solve where a kept point lies there."""
+        nonlocal emptied
         for counts, value in missed:
             if lo - POINT_SLACK <= counts[k] <= hi + POINT_SLACK and value < bound * (1 + MARGIN):
                 return False
         shut, point = closes([*dom[:k], (lo, hi), *dom[k + 1 :]], bound)
         if not shut and point is not None:
+            missed.append(((*point.rank_counts, *point.run_stage_counts), point.value_s))
+        emptied = shut and point is not None and point.value_s == math.inf
+        return shut
+
+    def dom_closes(bound: float) -> bool:
+        """After a side whose LP was infeasible shrank `dom`: whether the LP inside `dom`
+        reaches the bound. Once the domains leave the LP no point (their counts cannot sum
+        to the layers, say), every side of every later count is infeasible too and would
+        close one at a time until some domain empties: one solve proves the same."""
+        nonlocal checked
+        if not emptied or checked or spent():
+            return False
+        checked = True
+        shut, point = closes(dom, bound)
+        if not shut and point is not None:  # inside `dom`: it spares the sides it lies on
             missed.append(((*point.rank_counts, *point.run_stage_counts), point.value_s))
         return shut
 
@@ -893,6 +912,7 @@ def probe_phase(
                 return ProbeOutcome(True, tuple(dom), False, solves)
             if point is None:
                 break
+            checked = False
             floor = max(floor, lp_floor(point.value_s, bound))
             values = (*point.rank_counts, *point.run_stage_counts)
             shrunk = False
@@ -903,11 +923,15 @@ def probe_phase(
                     dom[k] = lo, hi = (lo, up - 1)
                     narrow(k)
                     shrunk = True
+                    if dom_closes(bound):
+                        return ProbeOutcome(True, tuple(dom), False, solves)
                 down = max(lo, min(hi, math.ceil(c - 1e-9))) - 1  # count_k <= down closes?
                 if down >= lo and not spent() and side_closes(k, lo, down, bound):
                     dom[k] = (down + 1, hi)
                     narrow(k)
                     shrunk = True
+                    if dom_closes(bound):
+                        return ProbeOutcome(True, tuple(dom), False, solves)
                 if dom[k][0] > dom[k][1]:  # both sides closed: nothing better anywhere
                     return ProbeOutcome(True, tuple(dom), False, solves)
             if not shrunk:

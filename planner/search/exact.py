@@ -166,6 +166,15 @@ class ProbeOutcome:
 
 
 @dataclass(frozen=True)
+class LpOutcome:
+    """What lp_phase proved: `settled` (its LP floor reached the bound); `stalled`, the
+    cutting-plane rounds it left when it stopped on a stall (0 otherwise)."""
+
+    settled: bool
+    stalled: int = 0
+
+
+@dataclass(frozen=True)
 class BranchOutcome:
     """What branch_phase proved: `closed` (every node's LP floor reaches the bound), else the
     `hull` of the nodes left open; `solves`: LP solves spent; `floor_s`: the configuration's
@@ -426,7 +435,14 @@ def _lp_settles(
         return _bound(bound_s, result.best)
 
     shifts = tuning.lp_shift_rounds if polish else 0
-    if lp_phase(
+    best = result.best
+    near = (
+        not polish
+        and bound_s is not None
+        and best is not None
+        and best.score.step_time_s <= bound_s * (1 + tuning.lp_stall_within)
+    )
+    rounds_done = lp_phase(
         lp,
         col.seeds,
         limit,
@@ -437,7 +453,9 @@ def _lp_settles(
         shifts,
         tuning,
         proven=result.prove_floor,
-    ):
+        stall=tuning.lp_stall if near else 0.0,
+    )
+    if rounds_done.settled:
         return True
     if split != "any":
         return False
@@ -450,6 +468,23 @@ def _lp_settles(
         result.domains, result.probed = probe.domains, probe.probed
         result.prove_floor(probe.floor_s)
         if probe.closed:
+            return True
+    if rounds_done.stalled:
+        # probing did not settle it: the rounds left, whose neighbours' paths and scores the
+        # branching and CP-SAT use (a stalled floor does not mean no paths are missing)
+        resumed = lp_phase(
+            lp,
+            col.seeds,
+            limit,
+            col.consider,
+            time_left,
+            rounds_done.stalled,
+            result.domains,
+            0,
+            tuning,
+            proven=result.prove_floor,
+        )
+        if resumed.settled:
             return True
     if not prove:  # branching is a proof device: left to the call that proves
         return False
@@ -655,7 +690,8 @@ def lp_phase(
     shift_rounds: int = 0,
     tuning: SearchTuning = TUNING,
     proven: Callable[[float], None] | None = None,
-) -> bool:
+    stall: float = 0.0,
+) -> LpOutcome:
     """Cutting planes on the LP relaxation (planner.search.cutlp): solve the LP, round its
     fractional split to a partition (modes re-picked for the cap), simulate it and its
     one-boundary neighbours, add their critical paths (to the LP and, through `consider`, to
@@ -672,7 +708,12 @@ def lp_phase(
     (solve_config(polish=True)), tuning.lp_shift_rounds rounds: there they serve the proof;
     in every round, or in every configuration's LP phase, the extra rows slow the LP more
     than they help. `proven` is given each LP solve's lp_floor (the LP holds every better
-    partition: it is solved inside `domains`)."""
+    partition: it is solved inside `domains`). `stall` > 0: the rounds stop after one that
+    raised the LP floor by less than that share of the gap it had left to the bound
+    (tuning.lp_stall; solve_config passes it where the configuration's best partition is
+    near the bound), and the outcome says how many rounds they left (the caller resumes
+    them if probing does not settle the configuration); stopping early only leaves the
+    floor lower, never wrong."""
     inputs, modes = lp.inputs, lp.modes
     for cut in seeds:
         lp.add_cut(cut)
@@ -681,19 +722,23 @@ def lp_phase(
         lp.set_count_bounds(domains)
     n = inputs.num_layers
     moves = _moves(inputs, tuning)
+    last = -math.inf  # the LP value of the round before
     for done in range(rounds + 1):
         bound = limit()
         if bound is None or (time_left is not None and time_left() <= 0):
-            return False
+            return LpOutcome(False)
         point = lp.solve()
         if point is None or point.value_s == math.inf:  # an infeasible LP: CP-SAT decides
-            return False
+            return LpOutcome(False)
         if point.reaches(bound):
-            return True
+            return LpOutcome(True)
         if proven is not None:
             proven(lp_floor(point.value_s, bound))
         if done == rounds:
-            return False
+            return LpOutcome(False)
+        if stall > 0 and point.value_s - last < stall * (bound - last):
+            return LpOutcome(False, rounds - done)  # stalled: the rounds no longer move it
+        last = point.value_s
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
         order = _unclear_first(point.stage_layers)
         shifts = _rank_shifts(part, inputs.stage_rank, single=True) if done < shift_rounds else []
@@ -708,8 +753,8 @@ def lp_phase(
                     break
                 fresh += _probe(lp, seeds, consider, repaired(inputs, split, modes))[1]
         if not fresh:
-            return False
-    return False
+            return LpOutcome(False)
+    return LpOutcome(False)
 
 
 def branch_phase(

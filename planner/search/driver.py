@@ -958,7 +958,11 @@ def _visit(
             modes=cfg.modes,
             split=split,
             bound_s=bound,
-            hints=() if entry.seeds else _split_hints(entry, n, split),
+            hints=(
+                ()
+                if entry.seeds or _far(entry, bound, out.tuning)
+                else _split_hints(entry, n, split)
+            ),
             known=known,
             limits=limits,
             prove=prove,
@@ -978,6 +982,21 @@ def _visit(
         if sc is not None and sc.score.feasible:
             _offer(request, out, entry, sc, proven=proven and sc is res.best)
     return res.solver_s
+
+
+def _far(entry: Entry, bound: float | None, tuning: SearchTuning) -> bool:
+    """The configuration's quick partition fits but is more than tuning.descend_within above
+    the bound, and it was never improved: its solve starts without the hint partitions
+    (exact._worth_climbing's reasoning: hints that far behind rarely beat the incumbent,
+    and its floors, cutting planes and CP-SAT settle it or find any better partition it
+    holds, hints or not). Where none fits (estimate inf) the hints may hold the first
+    partition that does, and are kept."""
+    estimate = entry.estimate_s
+    return (
+        bound is not None
+        and math.isfinite(estimate)
+        and estimate > bound * (1 + tuning.descend_within)
+    )
 
 
 def _hints(entry: Entry, n: int) -> tuple[Partition, ...]:

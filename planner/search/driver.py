@@ -598,14 +598,18 @@ def _work_floor(
     no member, or, with `known`, if a member's kind was never computed (its floor is then
     not known without calling the cost model)."""
     floors = []
-    seen: set[tuple[object, ...]] = set()
+    # the members share tp, mbs, sp and the folded degrees (the group's key): their kinds
+    # differ in the split backward alone, so there are at most two
+    seen: set[bool] = set()
     for cfg in members:
+        if len(seen) == 2:
+            break
         split = cfg.schedule in SPLIT_BACKWARD
+        if split in seen:
+            continue
+        seen.add(split)
         folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
         key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split, *folded)
-        if key in seen:
-            continue
-        seen.add(key)
         if key not in out.work_kinds:
             if known:
                 return None  # a floor of some members only is not a floor of the group

@@ -32,6 +32,7 @@ best plan so far marked FEASIBLE; if it has none yet, it keeps scoring heuristic
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -509,10 +510,24 @@ def sweep_groups(configs: Iterable[Config]) -> list[list[Config]]:
     (what the group floors are computed for)."""
     groups: dict[tuple[object, ...], list[Config]] = {}
     for cfg in configs:
-        key = (cfg.tp, cfg.pp, cfg.dp, cfg.micro_batch_size, cfg.zero_stage)
-        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
-        groups.setdefault((*key, *folded, cfg.sequence_parallel, cfg.modes), []).append(cfg)
+        groups.setdefault(_GROUP_KEY(cfg), []).append(cfg)
     return list(groups.values())
+
+
+# what sweep_groups groups by, read in one call (708,886 configurations on Qwen3 235B)
+_GROUP_KEY = operator.attrgetter(
+    "tp",
+    "pp",
+    "dp",
+    "micro_batch_size",
+    "zero_stage",
+    "cp",
+    "cp_comm",
+    "ep",
+    "etp",
+    "sequence_parallel",
+    "modes",
+)
 
 
 def _sweep_order(

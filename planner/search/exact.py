@@ -166,6 +166,15 @@ class ProbeOutcome:
 
 
 @dataclass(frozen=True)
+class LpOutcome:
+    """What lp_phase proved: `settled` (its LP floor reached the bound); `stalled`, the
+    cutting-plane rounds it left when it stopped on a stall (0 otherwise)."""
+
+    settled: bool
+    stalled: int = 0
+
+
+@dataclass(frozen=True)
 class BranchOutcome:
     """What branch_phase proved: `closed` (every node's LP floor reaches the bound), else the
     `hull` of the nodes left open; `solves`: LP solves spent; `floor_s`: the configuration's
@@ -426,7 +435,14 @@ def _lp_settles(
         return _bound(bound_s, result.best)
 
     shifts = tuning.lp_shift_rounds if polish else 0
-    if lp_phase(
+    best = result.best
+    near = (
+        not polish
+        and bound_s is not None
+        and best is not None
+        and best.score.step_time_s <= bound_s * (1 + tuning.lp_stall_within)
+    )
+    rounds_done = lp_phase(
         lp,
         col.seeds,
         limit,
@@ -437,7 +453,9 @@ def _lp_settles(
         shifts,
         tuning,
         proven=result.prove_floor,
-    ):
+        stall=tuning.lp_stall if near else 0.0,
+    )
+    if rounds_done.settled:
         return True
     if split != "any":
         return False
@@ -450,6 +468,23 @@ def _lp_settles(
         result.domains, result.probed = probe.domains, probe.probed
         result.prove_floor(probe.floor_s)
         if probe.closed:
+            return True
+    if rounds_done.stalled:
+        # probing did not settle it: the rounds left, whose neighbours' paths and scores the
+        # branching and CP-SAT use (a stalled floor does not mean no paths are missing)
+        resumed = lp_phase(
+            lp,
+            col.seeds,
+            limit,
+            col.consider,
+            time_left,
+            rounds_done.stalled,
+            result.domains,
+            0,
+            tuning,
+            proven=result.prove_floor,
+        )
+        if resumed.settled:
             return True
     if not prove:  # branching is a proof device: left to the call that proves
         return False
@@ -655,7 +690,8 @@ def lp_phase(
     shift_rounds: int = 0,
     tuning: SearchTuning = TUNING,
     proven: Callable[[float], None] | None = None,
-) -> bool:
+    stall: float = 0.0,
+) -> LpOutcome:
     """Cutting planes on the LP relaxation (planner.search.cutlp): solve the LP, round its
     fractional split to a partition (modes re-picked for the cap), simulate it and its
     one-boundary neighbours, add their critical paths (to the LP and, through `consider`, to
@@ -672,7 +708,12 @@ def lp_phase(
     (solve_config(polish=True)), tuning.lp_shift_rounds rounds: there they serve the proof;
     in every round, or in every configuration's LP phase, the extra rows slow the LP more
     than they help. `proven` is given each LP solve's lp_floor (the LP holds every better
-    partition: it is solved inside `domains`)."""
+    partition: it is solved inside `domains`). `stall` > 0: the rounds stop after one that
+    raised the LP floor by less than that share of the gap it had left to the bound
+    (tuning.lp_stall; solve_config passes it where the configuration's best partition is
+    near the bound), and the outcome says how many rounds they left (the caller resumes
+    them if probing does not settle the configuration); stopping early only leaves the
+    floor lower, never wrong."""
     inputs, modes = lp.inputs, lp.modes
     for cut in seeds:
         lp.add_cut(cut)
@@ -681,19 +722,23 @@ def lp_phase(
         lp.set_count_bounds(domains)
     n = inputs.num_layers
     moves = _moves(inputs, tuning)
+    last = -math.inf  # the LP value of the round before
     for done in range(rounds + 1):
         bound = limit()
         if bound is None or (time_left is not None and time_left() <= 0):
-            return False
+            return LpOutcome(False)
         point = lp.solve()
         if point is None or point.value_s == math.inf:  # an infeasible LP: CP-SAT decides
-            return False
+            return LpOutcome(False)
         if point.reaches(bound):
-            return True
+            return LpOutcome(True)
         if proven is not None:
             proven(lp_floor(point.value_s, bound))
         if done == rounds:
-            return False
+            return LpOutcome(False)
+        if stall > 0 and point.value_s - last < stall * (bound - last):
+            return LpOutcome(False, rounds - done)  # stalled: the rounds no longer move it
+        last = point.value_s
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
         order = _unclear_first(point.stage_layers)
         shifts = _rank_shifts(part, inputs.stage_rank, single=True) if done < shift_rounds else []
@@ -708,8 +753,8 @@ def lp_phase(
                     break
                 fresh += _probe(lp, seeds, consider, repaired(inputs, split, modes))[1]
         if not fresh:
-            return False
-    return False
+            return LpOutcome(False)
+    return LpOutcome(False)
 
 
 def branch_phase(
@@ -867,14 +912,33 @@ def probe_phase(
     # the current domains (up to POINT_SLACK): a side one of them lies on is not solved
     missed: list[tuple[tuple[float, ...], float]] = []
 
+    emptied = False  # the last side that closed had no LP point at all (infeasible)
+    checked = False  # dom_closes has solved `dom` in this pass already
+
     def side_closes(k: int, lo: int, hi: int, bound: float) -> bool:
         """Whether the LP with count_k in [lo, hi] (the other counts in `dom`) reaches the
         bound; False without a solve where a kept point lies there."""
+        nonlocal emptied
         for counts, value in missed:
             if lo - POINT_SLACK <= counts[k] <= hi + POINT_SLACK and value < bound * (1 + MARGIN):
                 return False
         shut, point = closes([*dom[:k], (lo, hi), *dom[k + 1 :]], bound)
         if not shut and point is not None:
+            missed.append(((*point.rank_counts, *point.run_stage_counts), point.value_s))
+        emptied = shut and point is not None and point.value_s == math.inf
+        return shut
+
+    def dom_closes(bound: float) -> bool:
+        """After a side whose LP was infeasible shrank `dom`: whether the LP inside `dom`
+        reaches the bound. Once the domains leave the LP no point (their counts cannot sum
+        to the layers, say), every side of every later count is infeasible too and would
+        close one at a time until some domain empties: one solve proves the same."""
+        nonlocal checked
+        if not emptied or checked or spent():
+            return False
+        checked = True
+        shut, point = closes(dom, bound)
+        if not shut and point is not None:  # inside `dom`: it spares the sides it lies on
             missed.append(((*point.rank_counts, *point.run_stage_counts), point.value_s))
         return shut
 
@@ -893,6 +957,7 @@ def probe_phase(
                 return ProbeOutcome(True, tuple(dom), False, solves)
             if point is None:
                 break
+            checked = False
             floor = max(floor, lp_floor(point.value_s, bound))
             values = (*point.rank_counts, *point.run_stage_counts)
             shrunk = False
@@ -903,11 +968,15 @@ def probe_phase(
                     dom[k] = lo, hi = (lo, up - 1)
                     narrow(k)
                     shrunk = True
+                    if dom_closes(bound):
+                        return ProbeOutcome(True, tuple(dom), False, solves)
                 down = max(lo, min(hi, math.ceil(c - 1e-9))) - 1  # count_k <= down closes?
                 if down >= lo and not spent() and side_closes(k, lo, down, bound):
                     dom[k] = (down + 1, hi)
                     narrow(k)
                     shrunk = True
+                    if dom_closes(bound):
+                        return ProbeOutcome(True, tuple(dom), False, solves)
                 if dom[k][0] > dom[k][1]:  # both sides closed: nothing better anywhere
                     return ProbeOutcome(True, tuple(dom), False, solves)
             if not shrunk:

@@ -40,6 +40,13 @@ class SearchTuning:
     One configuration (planner.search.exact):
     - `lp_rounds`: cutting-plane rounds on the LP relaxation before anything else;
       `lp_shift_rounds` of them also simulate rank shifts (the incumbent's polish call only).
+    - `lp_stall`, `lp_stall_within`: the cutting-plane rounds of a configuration visited
+      without polish stop after a round that raised the LP floor by less than `lp_stall` of
+      the gap it had left to the bound, where the configuration's best partition is at most
+      `lp_stall_within` above the bound (0: never). There the paths known are those of
+      near-optimal partitions and what the LP lacks is integrality, which probing and
+      branching supply; where the best is further off, the rounds' neighbours are how the
+      configuration's paths are learnt, and they run on.
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -79,6 +86,8 @@ class SearchTuning:
     finish_slack_s: float = 0.25
     lp_rounds: int = 10
     lp_shift_rounds: int = 3
+    lp_stall: float = 0.05
+    lp_stall_within: float = 0.05
     lp_max_cells: int = 20_000
     lp_moves: int = 24
     lp_action_budget: int = 200_000
@@ -107,6 +116,7 @@ class SearchTuning:
             "alternatives_share": self.alternatives_share,
             "probe_share": self.probe_share,
             "branch_share": self.branch_share,
+            "lp_stall": self.lp_stall,
         }
         for name, value in shares.items():
             if not 0.0 <= value <= 1.0:
@@ -131,6 +141,7 @@ class SearchTuning:
                 raise ValueError(f"SearchTuning.{name} = {count} is negative")
         positive = {
             "descend_within": self.descend_within,
+            "lp_stall_within": self.lp_stall_within,
             "resweep_factor": self.resweep_factor,
             "config_min_s": self.config_min_s,
             "incumbent_cap": self.incumbent_cap,

@@ -202,3 +202,44 @@ def test_a_settled_configuration_has_no_better_partition(seed: int) -> None:
         else:
             assert res.status == "OPTIMAL" and res.best is not None
             assert res.best.score.step_time_s == pytest.approx(step, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_lp_rounds_stop_at_a_stall_and_never_settle_a_better_partition(seed: int) -> None:
+    """lp_phase with `stall`: no round after one that raised the LP floor by less than that
+    share of the gap left to the bound (the values of its solves say so), and it settles
+    only where the exhaustive optimum does not beat the bound."""
+    from planner.search.exact import lp_phase
+
+    rng, inputs = mixed_case(16_000, seed)
+    best = exhaustive_config(inputs, modes=THREE).best
+    if best is None:
+        return
+    step = best.score.step_time_s
+    cuts = path_cuts(inputs, rng, random_partitions=2)
+    sched = schedule_of(inputs)
+    for factor, stall in ((1.001, 0.5), (1.001, 1.0), (0.999, 0.5)):
+        bound = step * factor
+        seeds = list(cuts)
+
+        def consider(part: Partition, seeds: list[PathCut] = seeds) -> Scored:
+            sc = Scored(part, score(inputs, part))
+            seeds.append(critical_path(sched, durations_of(sc.score))[1])
+            return sc
+
+        lp = CutLP(inputs, THREE, cuts=seeds)
+        values: list[float] = []
+        solve = lp.solve
+
+        def recorded(solve=solve, values=values):  # type: ignore[no-untyped-def]
+            point = solve()
+            values.append(point.value_s if point is not None else float("inf"))
+            return point
+
+        lp.solve = recorded  # type: ignore[method-assign]
+        settled = lp_phase(lp, seeds, lambda b=bound: b, consider, rounds=10, stall=stall).settled
+        if step < bound:
+            assert not settled, (factor, stall)
+        # a solve after round k > 0 only where round k's raise was at least stall x its gap
+        for k in range(1, len(values) - 1):
+            assert values[k] - values[k - 1] >= stall * (bound - values[k - 1]), values

@@ -79,6 +79,16 @@ def test_probing_cut_short_is_not_a_fixed_point() -> None:
 def _plain_solves(lp: CutLP, bound: float, total: int, size: int) -> int:
     """LP solves of probing with every side solved (probe_phase's rounds without its skipped
     sides), for the comparison below."""
+    return _plain(lp, bound, total, size)[0]
+
+
+def _plain_closes(lp: CutLP, bound: float, total: int, size: int) -> bool:
+    """Whether probing with every side solved closes the LP's region at `bound`."""
+    return _plain(lp, bound, total, size)[1]
+
+
+def _plain(lp: CutLP, bound: float, total: int, size: int) -> tuple[int, bool]:
+    """(LP solves, closed) of probing with every side solved."""
     import math
 
     dom = [(0, total)] * size
@@ -94,7 +104,7 @@ def _plain_solves(lp: CutLP, bound: float, total: int, size: int) -> int:
     while True:
         shut, point = closes(dom)
         if shut or point is None:
-            return solves
+            return solves, shut
         values = (*point.rank_counts, *point.run_stage_counts)
         shrunk = False
         for k, c in enumerate(values):
@@ -108,9 +118,9 @@ def _plain_solves(lp: CutLP, bound: float, total: int, size: int) -> int:
                 dom[k] = (down + 1, hi)
                 shrunk = True
             if dom[k][0] > dom[k][1]:
-                return solves
+                return solves, True
         if not shrunk:
-            return solves
+            return solves, False
 
 
 def test_probing_skips_sides_yet_keeps_every_better_partition() -> None:
@@ -139,3 +149,43 @@ def test_probing_skips_sides_yet_keeps_every_better_partition() -> None:
             plain_solves += _plain_solves(plain, bound, total, inputs.pp + inputs.num_stages)
             compared += 1
     assert compared >= 20 and tuned_solves < plain_solves, (compared, tuned_solves, plain_solves)
+
+
+def _closing_cases() -> Iterator[tuple[CutLP, float, CutLP]]:
+    """Random cases probed at bounds below their optimum (so probing may close them): the
+    probed LP, the bound and a fresh LP of the same cuts for the plain probing."""
+    for seed in range(40):
+        rng, inputs = mixed_case(26_000, seed)
+        if inputs.pp < 2:
+            continue
+        oracle = exhaustive_config(inputs, modes=THREE).best
+        if oracle is None:
+            continue
+        cuts = path_cuts(inputs, rng, random_partitions=3)
+        for scale in (0.995, 0.98):
+            plain = CutLP(inputs, THREE, cuts=cuts)
+            plain.count_run(counted_run(inputs))
+            yield CutLP(inputs, THREE, cuts=cuts), oracle.score.step_time_s * scale, plain
+
+
+def test_probing_stops_once_its_domains_hold_no_lp_point() -> None:
+    """Where a side's LP is infeasible, the domains left may hold no LP point at all; then
+    every later side is infeasible too, and probing every side closes them one solve at a
+    time until a domain empties. probe_phase then solves the domains once instead: it
+    closes wherever probing every side closes, and in fewer solves on most of them (one more
+    where the domains still hold a point)."""
+    closed = fewer = tuned_solves = plain_solves = 0
+    for lp, bound, plain in _closing_cases():
+        got = probe_phase(lp, lambda b=bound: b)  # type: ignore[misc]
+        total = layer_runs(lp.inputs)[counted_run(lp.inputs)].count
+        size = lp.inputs.pp + lp.inputs.num_stages
+        solves, plain_closed = _plain(plain, bound, total, size)
+        if not plain_closed:
+            continue
+        assert got.closed, "probing every side closes it, probe_phase not"
+        closed += 1
+        fewer += got.solves < solves
+        tuned_solves += got.solves
+        plain_solves += solves
+    assert closed >= 10 and fewer >= closed // 2, (closed, fewer)
+    assert tuned_solves < plain_solves * 0.8, (tuned_solves, plain_solves)

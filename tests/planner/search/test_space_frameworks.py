@@ -140,3 +140,28 @@ def test_the_space_checks_a_configuration_as_the_launchers_unsupported_does(
         assert _unsupported(fw, c) == want, c.describe()
         refused += bool(want)
     assert 0 < refused < len(configs)
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed", "meshplan"])
+def test_one_checker_gives_each_configuration_its_own_reasons(framework: str) -> None:
+    """The enumeration's checker (space._checker) keeps a verdict for the configurations that
+    differ in their recompute modes alone: over the whole unrestricted space (uniform
+    recompute: one configuration per mode), one checker still gives every configuration the
+    reasons unsupported() gives its candidate (a framework whose check read the recompute
+    mode of an open split would fail here)."""
+    from planner.search.space import _checker
+
+    base, fw = _request(LLAMA, None), _request(LLAMA, framework)
+    assert fw.arch is not None
+    configs = enumerate_configs(base, num_layers=fw.arch.num_layers + 2)
+    assert len({c.modes for c in configs}) > 1
+    check = _checker(fw)
+    for c in configs:
+        want = unsupported(
+            c.candidate(),
+            framework,  # type: ignore[arg-type]
+            arch=fw.arch,
+            global_batch_size=fw.training.global_batch_size,
+            seq_length=fw.training.seq_length,
+        )
+        assert check(c) == want, c.describe()

@@ -35,3 +35,20 @@ def test_the_optimum_does_not_depend_on_the_tuning(seed: int) -> None:
     assert out.best is not None and out.status == "OPTIMAL"
     got = out.best[1].score.step_time_s
     assert got == pytest.approx(oracle.plan.prediction.step_time_s, rel=1e-9)
+
+
+# the cutting-plane rounds stop after their second solve wherever they are run
+STALLING = SearchTuning(lp_stall=1.0, lp_stall_within=10.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_optimum_does_not_depend_on_the_lp_stall(seed: int) -> None:
+    request = random_request(random.Random(7_200 + seed))
+    oracle = solve_in_mode(request, "exhaustive")
+    out = run_search(request, tuning=STALLING)
+    if oracle is None:
+        assert out.best is None
+        return
+    assert out.best is not None and out.status == "OPTIMAL"
+    got = out.best[1].score.step_time_s
+    assert got == pytest.approx(oracle.plan.prediction.step_time_s, rel=1e-9)

@@ -40,6 +40,8 @@ class SearchTuning:
     One configuration (planner.search.exact):
     - `lp_rounds`: cutting-plane rounds on the LP relaxation before anything else;
       `lp_shift_rounds` of them also simulate rank shifts (the incumbent's polish call only).
+    - `lp_separate_solves`: LP solves of the cutting planes at the LP's own optimum
+      (exact.separate_lp), at most, before the first rounding round.
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -80,6 +82,7 @@ class SearchTuning:
     lp_rounds: int = 10
     lp_shift_rounds: int = 3
     lp_max_cells: int = 20_000
+    lp_separate_solves: int = 200
     lp_moves: int = 24
     lp_action_budget: int = 200_000
     probe_solves: int = 400
@@ -116,6 +119,7 @@ class SearchTuning:
             "lp_rounds": self.lp_rounds,
             "lp_shift_rounds": self.lp_shift_rounds,
             "lp_max_cells": self.lp_max_cells,
+            "lp_separate_solves": self.lp_separate_solves,
             "lp_moves": self.lp_moves,
             "lp_action_budget": self.lp_action_budget,
             "probe_solves": self.probe_solves,

@@ -25,6 +25,10 @@ class SearchTuning:
       whatever comes). Configurations cut short are solved again with all the time left.
     - `settle_share`: of the first pass's cap, what each configuration no heuristic partition
       fits gets before the first pass (its cheap phases: most have nothing that fits).
+    - `far_share`, `far_within`: once the first pass has used `far_share` of the limit, the
+      configurations whose heuristics are more than `far_within` above the incumbent get
+      their cheap phases (driver._far_pass, within `settle_share` of the cap each) before
+      it goes on.
     - `improve_share`: of the time left, the improve pass (every configuration's hints and
       hill climb, lowest floor first).
     - `reserve_share` (at most `reserve_s`): kept before the limit for the work under way
@@ -73,6 +77,8 @@ class SearchTuning:
     incumbent_cap: float = 3.0
     improve_share: float = 0.25
     settle_share: float = 0.05
+    far_share: float = 0.5
+    far_within: float = 0.05
     reserve_share: float = 0.1
     reserve_s: float = 0.1
     alternatives_share: float = 0.1
@@ -106,6 +112,7 @@ class SearchTuning:
             "config_share": self.config_share,
             "improve_share": self.improve_share,
             "settle_share": self.settle_share,
+            "far_share": self.far_share,
             "reserve_share": self.reserve_share,
             "alternatives_share": self.alternatives_share,
             "probe_share": self.probe_share,
@@ -135,6 +142,7 @@ class SearchTuning:
                 raise ValueError(f"SearchTuning.{name} = {count} is negative")
         positive = {
             "descend_within": self.descend_within,
+            "far_within": self.far_within,
             "resweep_factor": self.resweep_factor,
             "config_min_s": self.config_min_s,
             "incumbent_cap": self.incumbent_cap,

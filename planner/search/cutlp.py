@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from ortools.linear_solver import pywraplp
 
 from planner.cost import MODE_INDEX, PartitionInputs
+from planner.schedules import StageDurations
 from planner.search.model import layer_runs, memory_rows, undominated_modes
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
@@ -48,6 +49,10 @@ class LpPoint:
     stage_layers: tuple[float, ...]  # fractional layers per stage at the optimum
     rank_counts: tuple[float, ...] = ()  # layers of the counted run per rank (count_run)
     run_stage_counts: tuple[float, ...] = ()  # ... and per stage
+    makespan_s: float = 0.0  # T at the optimum: at least every cut's row (value_s = T + P)
+    # the stage durations of the optimum's fractional layers (each boundary at the cheapest
+    # p2p): every cut's length under them is its row's value at the optimum, at most T
+    durations: StageDurations | None = None
 
     def reaches(self, bound_s: float) -> bool:
         """The LP floor is at or above `bound_s` beyond the solvers' tolerances (MARGIN):
@@ -212,17 +217,34 @@ class CutLP:
             return LpPoint(float("inf"), ())
         if code != pywraplp.Solver.OPTIMAL:
             return None
-        layers = [0.0] * self.inputs.num_stages
-        counts = [0.0] * self.inputs.pp
-        run_layers = [0.0] * self.inputs.num_stages
-        for (g, s, _), var in self.x.items():
+        inputs = self.inputs
+        n_st = inputs.num_stages
+        layers = [0.0] * n_st
+        counts = [0.0] * inputs.pp
+        run_layers = [0.0] * n_st
+        o_f, o_b, o_w = inputs.stage_overhead_s
+        fw, bw, w = [o_f] * n_st, [o_b] * n_st, [o_w] * n_st
+        for ((g, s, _), var), (_, _, f_s, w_s, i_s) in zip(
+            self.x.items(), self._terms, strict=True
+        ):
             v = var.solution_value()
             layers[s] += v
+            fw[s] += v * f_s
+            bw[s] += v * (i_s + w_s)
+            w[s] += v * w_s
             if g == self._counted:
-                counts[self.inputs.stage_rank[s]] += v
+                counts[inputs.stage_rank[s]] += v
                 run_layers[s] += v
+        durations = StageDurations(
+            fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=(self._p2p,) * max(0, n_st - 1)
+        )
         return LpPoint(
-            self.solver.Objective().Value(), tuple(layers), tuple(counts), tuple(run_layers)
+            self.solver.Objective().Value(),
+            tuple(layers),
+            tuple(counts),
+            tuple(run_layers),
+            self.t.solution_value(),
+            durations,
         )
 
 

@@ -348,9 +348,15 @@ def run_search(
         capped = []
         # The configuration of the incumbent gets incumbent_cap x the share: it must be proven
         # whatever comes, and a capped proof is redone in the second pass.
+        far_done = False
         for entry in fresh:
             if _gap_reached(request, out):
                 break
+            if not far_done and elapsed() >= tuning.far_share * limit:
+                far_done = True
+                solver_s += _far_pass(request, out, fresh, split, num_layers, limit, cap)
+                if entry.verdict != "pending" and not _unproven(entry):
+                    continue
             mine = out.best is not None and out.best[0] is entry
             own = _capped(elapsed, limit, tuning.incumbent_cap * cap if mine else cap)
             solver_s += _visit(request, out, entry, split, num_layers, own)
@@ -979,7 +985,7 @@ def _visit(
             bound_s=bound,
             hints=(
                 ()
-                if entry.seeds or _far(entry, bound, out.tuning)
+                if entry.seeds or _skip_hints(entry, bound, out.tuning)
                 else _split_hints(entry, n, split)
             ),
             known=known,
@@ -1003,7 +1009,7 @@ def _visit(
     return res.solver_s
 
 
-def _far(entry: Entry, bound: float | None, tuning: SearchTuning) -> bool:
+def _skip_hints(entry: Entry, bound: float | None, tuning: SearchTuning) -> bool:
     """The configuration's quick partition fits but is more than tuning.descend_within above
     the bound, and it was never improved: its solve starts without the hint partitions
     (exact._worth_climbing's reasoning: hints that far behind rarely beat the incumbent,
@@ -1016,6 +1022,40 @@ def _far(entry: Entry, bound: float | None, tuning: SearchTuning) -> bool:
         and math.isfinite(estimate)
         and estimate > bound * (1 + tuning.descend_within)
     )
+
+
+def _far_pass(
+    request: PlanRequest,
+    out: Outcome,
+    entries: list[Entry],
+    split: StageSplit,
+    n: int,
+    limit: float,
+    cap: float,
+) -> float:
+    """The cheap phases (exact.solve_config with prove=False: the seed paths' floor, the
+    count domains, the LP and probing), within tuning.settle_share of the first pass's `cap`
+    each, for the pending configurations whose heuristics are more than tuning.far_within
+    above the incumbent: their critical paths are usually long enough for those to settle
+    them, and a first pass that runs out of time on closer ones would leave them, unvisited,
+    holding the bound. One left unsettled is pending again with what it learned (_reopen).
+    Returns the solvers' time spent."""
+    bound = time_bound_s(request, out)
+    if request.objective != "time" or request.search.mode == "exhaustive" or bound is None:
+        return 0.0
+    tuning, elapsed = out.tuning, out.now
+    spent = 0.0
+    for entry in entries:
+        if elapsed() >= limit or _gap_reached(request, out, throttle=True):
+            break
+        far = bound * (1 + tuning.far_within) < entry.estimate_s < math.inf
+        if entry.verdict != "pending" or not far:
+            continue  # (the settle pass had those no heuristic fits)
+        own = _capped(elapsed, limit, tuning.settle_share * cap)
+        spent += _visit(request, out, entry, split, n, own, prove=False)
+        if entry.result is not None and _unproven(entry):
+            _reopen(entry)
+    return spent
 
 
 def _hints(entry: Entry, n: int) -> tuple[Partition, ...]:

@@ -238,6 +238,18 @@ class Collector:
             result.best = scored
         return scored
 
+    def add_cut(self, cut: PathCut) -> bool:
+        """Learn a path cut found without a partition (the LP's own point, separate_lp): in
+        `seeds` and the CP-SAT model like a simulated partition's. False if it is known."""
+        if cut in self.collected:
+            return False
+        self.collected.add(cut)
+        self.result.cuts += 1
+        if self.model is not None:
+            self.model.add_path_cut(cut)
+        self.seeds.append(cut)
+        return True
+
     def cp_model(self, modes: tuple[RecomputeMode, ...], split: StageSplit) -> PartitionModel:
         """The CP-SAT model, built on first use (most configurations are settled by a floor
         before it) with every path cut collected so far and the count domains proven."""
@@ -349,7 +361,10 @@ def solve_config(
     cells = inputs.num_stages * inputs.num_layers
     if limit is not None and cells <= tuning.lp_max_cells:
         rounds = tuning.lp_rounds if split == "any" and not known.paths else 0
-        if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning):
+        # a configuration that an earlier, capped call left unsettled is a hard proof: there
+        # the LP's own paths (separate_lp) are worth their solves
+        hard = bool(known.paths)
+        if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning, hard):
             return _finish(col, _settled(result, bound_s), modes, split, limits, tuning, ties=ties)
     if not prove:  # the cheap phases only (the driver's visit of the improve pass's incumbent)
         result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
@@ -424,10 +439,12 @@ def _lp_settles(
     polish: bool,
     limits: SolveLimits,
     tuning: SearchTuning,
+    separate: bool = False,
 ) -> bool:
     """The LP phases in order (lp_phase, then probe_phase once per configuration, then,
-    when proving, branch_phase); True if one shows nothing beats the bound. The domains they
-    prove are kept in `col.result` for CP-SAT and later calls."""
+    when proving, with `separate` separate_lp and probe_phase again, then branch_phase);
+    True if one shows nothing beats the bound. The domains they prove are kept in
+    `col.result` for CP-SAT and later calls."""
     result, time_left = col.result, limits.time_left
     lp = CutLP(col.inputs, modes)
 
@@ -488,6 +505,36 @@ def _lp_settles(
             return True
     if not prove:  # branching is a proof device: left to the call that proves
         return False
+    # What probing left open: the LP's own optimum's paths (separate_lp), inside the domains
+    # (they hold every better partition, so its value there is a floor), for the branching
+    # and CP-SAT after it.
+    bound = limit()
+    if separate and bound is not None and tuning.lp_separate_solves > 0:
+        if result.domains is not None:
+            lp.count_run(counted_run(col.inputs))
+            lp.set_count_bounds(result.domains)
+        point = lp.solve()
+        if point is not None and point.value_s < math.inf:
+            point = separate_lp(
+                lp,
+                point,
+                col.add_cut,
+                bound,
+                tuning.lp_separate_solves,
+                time_left,
+                result.prove_floor,
+            )
+        if result.domains is not None:
+            lp.set_count_bounds(_free(col.inputs))  # the LP is shared with the branching
+        if point is not None and point.reaches(bound):
+            return True
+        # probing again on the stronger LP: its sides close where they did not before
+        probe = probe_phase(lp, limit, time_left, result.domains, tuning=tuning)
+        result.solver_calls += probe.solves
+        result.domains = probe.domains
+        result.prove_floor(probe.floor_s)
+        if probe.closed:
+            return True
     branch = branch_phase(
         lp, col.seeds, limit, col.consider, time_left, root=result.domains, tuning=tuning
     )
@@ -757,6 +804,54 @@ def lp_phase(
     return LpOutcome(False)
 
 
+def separate_lp(
+    lp: CutLP,
+    point: LpPoint,
+    add_cut: Callable[[PathCut], bool],
+    bound_s: float,
+    solves: int,
+    time_left: Callable[[], float] | None = None,
+    proven: Callable[[float], None] | None = None,
+) -> LpPoint | None:
+    """Cutting planes at the LP's own optimum (Kelley's method): simulate the schedule under
+    the optimum's fractional stage durations (LpPoint.durations); where its critical path is
+    longer than T, that path is a cut the optimum breaks, so add it (to `lp` and, through
+    `add_cut`, to the collected cuts) and solve again; at most `solves` times, until no path
+    is longer than T (then the LP's value is the least step time over its fractional region,
+    as the simulator measures it), the LP reaches `bound_s`, or the time is out. Every path
+    of the schedule is a lower bound of every partition's makespan (planner.search.paths),
+    whatever durations found it, so every cut added is valid and every LP value a floor
+    (`proven` gets each one's lp_floor). Returns the last point (None: GLOP failed).
+
+    Why: the rounding rounds only add the paths of whole partitions near the optimum; where
+    stages hold about two layers each, the fractional optimum's own critical path (a fill
+    or drain through stages that the LP made light) is far from all of theirs, and the LP
+    stays below it."""
+    schedule = schedule_of(lp.inputs)
+    for _ in range(solves):
+        d = point.durations
+        if d is None or point.reaches(bound_s) or (time_left is not None and time_left() <= 0):
+            break
+        _, cut = critical_path(schedule, d)
+        if cut.length_s(d) <= point.makespan_s * (1 + SEPARATION_TOL):
+            break  # no path of the optimum's durations is longer than T: nothing to add
+        if not lp.add_cut(cut):
+            break
+        add_cut(cut)
+        nxt = lp.solve()
+        if nxt is None or nxt.value_s == math.inf:
+            return nxt
+        point = nxt
+        if proven is not None:
+            proven(lp_floor(point.value_s, bound_s))
+    return point
+
+
+# separate_lp stops once no path of the LP optimum's durations exceeds T by more than this
+# relative margin (a cut violated by less raises the LP by less).
+SEPARATION_TOL = 1e-5
+
+
 def branch_phase(
     lp: CutLP,
     seeds: list[PathCut],
@@ -842,6 +937,12 @@ def branch_phase(
         return BranchOutcome(True, None, solves)
     finally:
         lp.set_count_bounds(free)  # the LP is shared with the phases after
+
+
+def _free(inputs: PartitionInputs) -> Domains:
+    """Count domains that bound nothing: every rank and stage in [0, the counted run's size]."""
+    total = layer_runs(inputs)[counted_run(inputs)].count
+    return tuple((0, total) for _ in range(inputs.pp + inputs.num_stages))
 
 
 def _hull(nodes: list[Domains]) -> Domains:

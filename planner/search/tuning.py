@@ -25,6 +25,10 @@ class SearchTuning:
       whatever comes). Configurations cut short are solved again with all the time left.
     - `settle_share`: of the first pass's cap, what each configuration no heuristic partition
       fits gets before the first pass (its cheap phases: most have nothing that fits).
+    - `far_share`, `far_within`: once the first pass has used `far_share` of the limit, the
+      configurations whose heuristics are more than `far_within` above the incumbent get
+      their cheap phases (driver._far_pass, within `settle_share` of the cap each) before
+      it goes on.
     - `improve_share`: of the time left, the improve pass (every configuration's hints and
       hill climb, lowest floor first).
     - `reserve_share` (at most `reserve_s`): kept before the limit for the work under way
@@ -47,6 +51,8 @@ class SearchTuning:
       near-optimal partitions and what the LP lacks is integrality, which probing and
       branching supply; where the best is further off, the rounds' neighbours are how the
       configuration's paths are learnt, and they run on.
+    - `lp_separate_solves`: LP solves of the cutting planes at the LP's own optimum
+      (exact.separate_lp), at most, before the first rounding round.
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -78,6 +84,8 @@ class SearchTuning:
     incumbent_cap: float = 3.0
     improve_share: float = 0.25
     settle_share: float = 0.05
+    far_share: float = 0.5
+    far_within: float = 0.05
     reserve_share: float = 0.1
     reserve_s: float = 0.1
     alternatives_share: float = 0.1
@@ -89,6 +97,7 @@ class SearchTuning:
     lp_stall: float = 0.05
     lp_stall_within: float = 0.05
     lp_max_cells: int = 20_000
+    lp_separate_solves: int = 200
     lp_moves: int = 24
     lp_action_budget: int = 200_000
     probe_solves: int = 400
@@ -112,6 +121,7 @@ class SearchTuning:
             "config_share": self.config_share,
             "improve_share": self.improve_share,
             "settle_share": self.settle_share,
+            "far_share": self.far_share,
             "reserve_share": self.reserve_share,
             "alternatives_share": self.alternatives_share,
             "probe_share": self.probe_share,
@@ -126,6 +136,7 @@ class SearchTuning:
             "lp_rounds": self.lp_rounds,
             "lp_shift_rounds": self.lp_shift_rounds,
             "lp_max_cells": self.lp_max_cells,
+            "lp_separate_solves": self.lp_separate_solves,
             "lp_moves": self.lp_moves,
             "lp_action_budget": self.lp_action_budget,
             "probe_solves": self.probe_solves,
@@ -142,6 +153,7 @@ class SearchTuning:
         positive = {
             "descend_within": self.descend_within,
             "lp_stall_within": self.lp_stall_within,
+            "far_within": self.far_within,
             "resweep_factor": self.resweep_factor,
             "config_min_s": self.config_min_s,
             "incumbent_cap": self.incumbent_cap,

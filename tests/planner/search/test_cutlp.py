@@ -4,14 +4,16 @@ kept between solves gives the same floor as one built with all the cuts at once.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
 
 from planner.search.cutlp import CutLP, rounded_bounds
+from planner.search.exact import separate_lp
 from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import durations_of, schedule_of, score
-from planner.search.paths import critical_path, seed_cuts
+from planner.search.paths import PathCut, critical_path, seed_cuts
 
 from .cases import MODES, SCHEDULES, THREE, gpt_inputs, random_partition, three_mode_inputs
 
@@ -74,3 +76,57 @@ def test_lp_memory_rows_cut_off_no_partition_that_fits(seed: int) -> None:
     if best is None:
         return
     assert floor.value_s <= best.score.step_time_s * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_lp_point_durations_give_every_cut_its_row_value(seed: int) -> None:
+    """LpPoint.durations are the optimum's stage durations: every cut's length under them is
+    at most T (LpPoint.makespan_s), the longest equals T, and T + P is the LP's value. A
+    duration built from the wrong terms (the input-grad time in bw_s twice, the weight
+    gradient left out, the overhead or p2p missed) breaks one of these."""
+    rng = random.Random(7100 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = three_mode_inputs(rng, schedule, vpp)
+    sched = schedule_of(inputs)
+    cuts = seed_cuts(sched)
+    for _ in range(3):
+        part = random_partition(rng, inputs)
+        cuts.append(critical_path(sched, durations_of(score(inputs, part)))[1])
+    lp = CutLP(inputs, THREE, cuts=cuts)
+    point = lp.solve()
+    assert point is not None
+    if point.value_s == float("inf"):
+        return  # nothing fits the memory rows
+    assert point.durations is not None
+    lengths = [cut.length_s(point.durations) for cut in cuts]
+    assert max(lengths) == pytest.approx(point.makespan_s, rel=1e-6, abs=1e-12)
+    assert point.makespan_s <= point.value_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_separated_lp_floor_stays_below_the_optimum(seed: int) -> None:
+    """separate_lp adds the critical paths of the LP optimum's own durations: its values rise
+    (never fall), stay at or below the exhaustive optimum, and it stops only where no path
+    of the last optimum's durations is longer than T (or its solves are spent)."""
+    rng = random.Random(7300 + seed)
+    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
+    inputs = three_mode_inputs(rng, schedule, vpp)
+    sched = schedule_of(inputs)
+    lp = CutLP(inputs, THREE, cuts=seed_cuts(sched))
+    first = lp.solve()
+    assert first is not None
+    best = exhaustive_config(inputs, modes=THREE).best
+    if first.value_s == float("inf") or best is None:
+        return
+    floors: list[float] = []
+    added: list[PathCut] = []
+    point = separate_lp(
+        lp, first, lambda cut: added.append(cut) is None, math.inf, 500, proven=floors.append
+    )
+    assert point is not None and point.durations is not None
+    assert point.value_s >= first.value_s * (1 - 1e-9)
+    assert all(a <= b * (1 + 1e-9) for a, b in itertools.pairwise(floors))
+    assert point.value_s <= best.score.step_time_s * (1 + 1e-6)
+    if len(added) < 500:  # converged: no path of its durations is longer than T
+        length, _ = critical_path(sched, point.durations)
+        assert length <= point.makespan_s * (1 + 1e-4) + 1e-12

@@ -52,3 +52,21 @@ def test_the_optimum_does_not_depend_on_the_lp_stall(seed: int) -> None:
     assert out.best is not None and out.status == "OPTIMAL"
     got = out.best[1].score.step_time_s
     assert got == pytest.approx(oracle.plan.prediction.step_time_s, rel=1e-9)
+
+
+# the far pass at once (driver._far_pass: every configuration more than 0 % behind the
+# incumbent gets its cheap phases, then its proof) and separate_lp on every reopened one
+FAR = SearchTuning(far_share=0.0, far_within=0.0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_far_pass_proves_the_same_optimum(seed: int) -> None:
+    request = random_request(random.Random(7_300 + seed))
+    oracle = solve_in_mode(request, "exhaustive")
+    out = run_search(request, tuning=FAR)
+    if oracle is None:
+        assert out.best is None
+        return
+    assert out.best is not None and out.status == "OPTIMAL"
+    got = out.best[1].score.step_time_s
+    assert got == pytest.approx(oracle.plan.prediction.step_time_s, rel=1e-9)

@@ -1104,9 +1104,12 @@ def _group_floors(
     memory = min(mem for mem, _ in built)
     if memory_only and memory > request.memory_cap_bytes:
         return memory, min(group_time_floor_s(rin, 0.0) for _, rin in built)
+    # each rank's drain (group_drain_s) only where no member splits its backward: the plain
+    # representative also stands for zb-h1 without split costs
+    drain = len(plain) == len(members)
     times = []
     for _, rin in built:
-        times.append(group_time_floor_s(rin, enough_s))
+        times.append(group_time_floor_s(rin, enough_s, drain=drain))
         if memory <= request.memory_cap_bytes and enough_s is not None and times[-1] < enough_s:
             break  # the group is neither memory- nor time-pruned: the other floors do not matter
     # (a memory-pruned group's time floor explains what memory cost: planner.search.explain)

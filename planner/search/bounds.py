@@ -574,12 +574,20 @@ def group_fill_s(inputs: PartitionInputs) -> list[float]:
     and 2 pp - 1 - r), so each of its actions depends on some micro-batch's forward through
     stages 0 .. r - 1, which sit on ranks 0 .. r - 1: stage 0 holds the first layer and each
     of stages 1 .. r - 1 (< S - 1) at least one middle layer. The makespan is a longest path
-    (planner.schedules.simulate), so it is >= that forward chain + rank r's busy time; p2p
-    times (>= 0) are left out."""
+    (planner.schedules.simulate), so it is >= that forward chain + rank r's busy time. The
+    chain crosses the boundaries 0|1 .. r-1|r, each between two ranks (stage i < pp sits on
+    rank i in every schedule), so each costs at least the cheapest p2p time (_p2p_min)."""
     if inputs.num_layers < 3:
         return [0.0] * inputs.pp
     f0, fm = inputs.fw_s[0], min(inputs.fw_s[1:-1])
-    return [0.0] + [f0 + (r - 1) * fm for r in range(1, inputs.pp)]
+    hop = _p2p_min(inputs)
+    return [0.0] + [f0 + (r - 1) * fm + r * hop for r in range(1, inputs.pp)]
+
+
+def _p2p_min(inputs: PartitionInputs) -> float:
+    """The cheapest p2p time of any boundary (a stage's p2p is its last layer's; the last
+    layer ends no boundary)."""
+    return min(inputs.p2p_s[:-1], default=0.0)
 
 
 def group_drain_s(inputs: PartitionInputs) -> list[float]:
@@ -590,16 +598,18 @@ def group_drain_s(inputs: PartitionInputs) -> list[float]:
     (every stage of rank r is r + k pp), and the B of j on stages s - 1, ..., 0 each wait for
     the one above, so they all run after it: among them stages r - 1 .. 1 (< S - 1) each hold
     at least one middle layer and stage 0 the first layer, and a B is at least the layers'
-    cheapest input-grad plus weight-grad backward. With group_fill_s this is the path "F
-    through stages 0 .. r - 1, every action of r, B back through r - 1 .. 0" of paths.seed_cuts;
-    p2p and per-action overheads (>= 0) are left out. Not valid for zb-h1 / zbv, whose W
-    actions may run after the last input-grad backward."""
+    cheapest input-grad plus weight-grad backward; the chain crosses the boundaries r-1|r ..
+    0|1, each between two ranks, at least the cheapest p2p each. With group_fill_s this is
+    the path "F through stages 0 .. r - 1, every action of r, B back through r - 1 .. 0" of
+    paths.seed_cuts; per-action overheads (>= 0) are left out. Not valid for zb-h1 / zbv,
+    whose W actions may run after the last input-grad backward."""
     if inputs.num_layers < 3:
         return [0.0] * inputs.pp
     b0 = min(inputs.bw_input_s[0]) + inputs.bw_weight_s[0]
     middle = zip(inputs.bw_input_s[1:-1], inputs.bw_weight_s[1:-1], strict=True)
     bm = min(min(bi) + w for bi, w in middle)
-    return [0.0] + [b0 + (r - 1) * bm for r in range(1, inputs.pp)]
+    hop = _p2p_min(inputs)
+    return [0.0] + [b0 + (r - 1) * bm + r * hop for r in range(1, inputs.pp)]
 
 
 def rank_edges_s(inputs: PartitionInputs, drain: bool | None = None) -> list[float]:

@@ -23,7 +23,8 @@ over the scaled stage durations (I = b - w the input-gradient part, p2p left out
 lengthens the paths). F, W and [I_lo, I_hi] are what any partition's stage sums add up to
 (planner.cost.partition: fw(s) = sum fw + oF, w(s) = sum bw_weight + oW, bw(s) - w(s) =
 sum bw_input in the layer's mode + oB - oW, over S non-empty stages), the lower bounds per
-stage what its least layer gives (stage 0 always holds the first layer, stage S - 1 the last).
+stage what its least layer gives (stage 0 always holds the first layer, stage S - 1 the last,
+and a stage between them only middle layers: its floor is the least middle layer's).
 Every partition's durations, scaled by 1 / M, satisfy the LP, so its value bounds the ratio
 from above whatever set of paths it has: the floor is valid after any round. The paths grow
 by row generation: the LP's optimum is simulated and its critical path added while it is
@@ -72,8 +73,12 @@ def bubble_floor(
     total_w = sum(x.bw_weight_s) + n_st * ow
     total_i_lo = sum(lo_k) + n_st * oi
     total_i_hi = sum(hi_k) + n_st * oi
-    least_f, least_w, least_i = min(x.fw_s), min(x.bw_weight_s), min(lo_k)
     last = x.num_layers - 1
+    # Stages are contiguous runs of layers, the first layer in stage 0 and the last in
+    # stage S - 1 only, so a middle stage holds only middle layers: its floor is the least
+    # middle layer's (with fewer than 3 layers there is no middle stage).
+    mid = slice(1, last) if x.num_layers >= 3 else slice(None)
+    least_f, least_w, least_i = min(x.fw_s[mid]), min(x.bw_weight_s[mid]), min(lo_k[mid])
 
     def floor_of(layer: int | None, s: int) -> tuple[float, float, float]:
         if layer is None:

@@ -74,7 +74,8 @@ def search(
         + verdicts["dominated"]
         + out.invalid
         + out.group_pruned
-        + out.group_time_pruned,
+        + out.group_time_pruned
+        + out.group_bubble_pruned,
         solver_calls=out.solver_calls,
         wall_time_s=out.elapsed_s,
         time_limit_s=request.search.time_limit_s,
@@ -91,6 +92,7 @@ def search(
             "rejected_by_checks": out.invalid,
             "pruned_by_group_memory_floor": out.group_pruned,
             "pruned_by_group_time_floor": out.group_time_pruned,
+            "pruned_by_group_bubble_floor": out.group_bubble_pruned,
             "skipped_at_time_limit": verdicts["timeout"] + out.skipped,
             "path_cuts": out.cuts,
             "best_found_at_s": round(out.best_found_at_s, 3),

@@ -31,6 +31,7 @@ from functools import cached_property, lru_cache
 from typing import overload
 
 from planner.cost import MODE_INDEX, PartitionInputs
+from planner.cost.partition import SPLIT_BACKWARD
 from planner.memo import PerObject
 from planner.schedules import rank_stages
 from planner.search.paths import PathCut
@@ -110,7 +111,11 @@ def time_floor_s(inputs: PartitionInputs, enough_s: float | None = None) -> floa
 
 
 def integer_rank_floors_s(
-    inputs: PartitionInputs, *, per_stage: bool, enough_s: float | None = None
+    inputs: PartitionInputs,
+    *,
+    per_stage: bool,
+    enough_s: float | None = None,
+    drain: bool | None = None,
 ) -> tuple[float, float] | None:
     """(busy, post) floors that respect whole layers, for models whose layers between the first
     and the last are identical (a GPT: embedding, N equal blocks, head); None otherwise.
@@ -127,16 +132,19 @@ def integer_rank_floors_s(
     Each is at least its minimum over integer D (given the constraints), found exactly by
     water-filling one layer at a time onto the rank whose maximum grows least (optimal for a
     max of nondecreasing functions with unit steps). Each rank's busy floor also waits for the
-    forward chain that reaches it (group_fill_s). Without `per_stage` (valid for every schedule
-    and vpp of the group: it depends on the layers, pp, m and whether the schedule is zbv) the
-    lower bounds are 0 and R uses the in-flight counts of group_inflight. A busy + post floor
-    at or above `enough_s` may be returned before the recompute term is added."""
-    levels = rank_levels(inputs, per_stage=per_stage)
+    forward chain that reaches it (group_fill_s) and, with `drain`, the backward chain after it
+    (group_drain_s; `drain` None: where inputs.schedule has no split backward). Without
+    `per_stage` (valid for every schedule and vpp of the group: it depends on the layers, pp, m
+    and whether the schedule is zbv) the lower bounds are 0 and R uses the in-flight counts of
+    group_inflight; `drain` must then be False unless no member of the group splits its
+    backward. A busy + post floor at or above `enough_s` may be returned before the recompute
+    term is added."""
+    levels = rank_levels(inputs, per_stage=per_stage, drain=drain)
     if levels is None:
         return None
     wl = levels.whole
     m = inputs.num_microbatches
-    fill = group_fill_s(inputs)
+    fill = rank_edges_s(inputs, drain)
     # Every level below is nondecreasing in x (a, p >= 0 and the recompute curve is, see
     # _Curve), which water-filling needs; each is computed only where water-filling looks.
     # Without the recompute term the busy levels are linear in x, and so are the post levels:
@@ -198,13 +206,16 @@ class RankLevels:
     post: tuple[Callable[[int], float], ...]
 
 
-def rank_levels(inputs: PartitionInputs, *, per_stage: bool) -> RankLevels | None:
-    """The RankLevels of a GPT-shaped model; None otherwise."""
+def rank_levels(
+    inputs: PartitionInputs, *, per_stage: bool, drain: bool | None = None
+) -> RankLevels | None:
+    """The RankLevels of a GPT-shaped model (`drain` as in integer_rank_floors_s); None
+    otherwise."""
     wl = _whole_layers(inputs, per_stage=per_stage)
     if wl is None:
         return None
     m = inputs.num_microbatches
-    fill = group_fill_s(inputs)
+    fill = rank_edges_s(inputs, drain)
 
     def busy_at(r: int) -> Callable[[int], float]:
         return lambda x: fill[r] + m * (wl.e[r] + wl.a * (wl.lo[r] + x) + wl.extra[r][x])
@@ -563,12 +574,53 @@ def group_fill_s(inputs: PartitionInputs) -> list[float]:
     and 2 pp - 1 - r), so each of its actions depends on some micro-batch's forward through
     stages 0 .. r - 1, which sit on ranks 0 .. r - 1: stage 0 holds the first layer and each
     of stages 1 .. r - 1 (< S - 1) at least one middle layer. The makespan is a longest path
-    (planner.schedules.simulate), so it is >= that forward chain + rank r's busy time; p2p
-    times (>= 0) are left out."""
+    (planner.schedules.simulate), so it is >= that forward chain + rank r's busy time. The
+    chain crosses the boundaries 0|1 .. r-1|r, each between two ranks (stage i < pp sits on
+    rank i in every schedule), so each costs at least the cheapest p2p time (_p2p_min)."""
     if inputs.num_layers < 3:
         return [0.0] * inputs.pp
     f0, fm = inputs.fw_s[0], min(inputs.fw_s[1:-1])
-    return [0.0] + [f0 + (r - 1) * fm for r in range(1, inputs.pp)]
+    hop = _p2p_min(inputs)
+    return [0.0] + [f0 + (r - 1) * fm + r * hop for r in range(1, inputs.pp)]
+
+
+def _p2p_min(inputs: PartitionInputs) -> float:
+    """The cheapest p2p time of any boundary (a stage's p2p is its last layer's; the last
+    layer ends no boundary)."""
+    return min(inputs.p2p_s[:-1], default=0.0)
+
+
+def group_drain_s(inputs: PartitionInputs) -> list[float]:
+    """Per rank r, for a schedule without split backward (gpipe, 1f1b, interleaved-1f1b: every
+    backward is one B action, no W may trail it): a lower bound of the time after r's last
+    action. Each B of stage s on a rank follows that rank's F of the same micro-batch and
+    stage, so a rank's last action is a B, of some micro-batch j on a stage s of r; s >= r
+    (every stage of rank r is r + k pp), and the B of j on stages s - 1, ..., 0 each wait for
+    the one above, so they all run after it: among them stages r - 1 .. 1 (< S - 1) each hold
+    at least one middle layer and stage 0 the first layer, and a B is at least the layers'
+    cheapest input-grad plus weight-grad backward; the chain crosses the boundaries r-1|r ..
+    0|1, each between two ranks, at least the cheapest p2p each. With group_fill_s this is
+    the path "F through stages 0 .. r - 1, every action of r, B back through r - 1 .. 0" of
+    paths.seed_cuts; per-action overheads (>= 0) are left out. Not valid for zb-h1 / zbv,
+    whose W actions may run after the last input-grad backward."""
+    if inputs.num_layers < 3:
+        return [0.0] * inputs.pp
+    b0 = min(inputs.bw_input_s[0]) + inputs.bw_weight_s[0]
+    middle = zip(inputs.bw_input_s[1:-1], inputs.bw_weight_s[1:-1], strict=True)
+    bm = min(min(bi) + w for bi, w in middle)
+    hop = _p2p_min(inputs)
+    return [0.0] + [b0 + (r - 1) * bm + r * hop for r in range(1, inputs.pp)]
+
+
+def rank_edges_s(inputs: PartitionInputs, drain: bool | None = None) -> list[float]:
+    """Per rank, group_fill_s plus, with `drain` (None: where inputs.schedule has no split
+    backward), group_drain_s: what every path through all of the rank's actions adds."""
+    fill = group_fill_s(inputs)
+    if drain is None:
+        drain = inputs.schedule not in SPLIT_BACKWARD
+    if not drain:
+        return fill
+    return [f + d for f, d in zip(fill, group_drain_s(inputs), strict=True)]
 
 
 def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
@@ -579,17 +631,20 @@ def group_memory_floor_bytes(inputs: PartitionInputs) -> float:
     return inputs.fixed_bytes + (static + act) / inputs.pp
 
 
-def group_time_floor_s(inputs: PartitionInputs, enough_s: float | None = None) -> float:
+def group_time_floor_s(
+    inputs: PartitionInputs, enough_s: float | None = None, *, drain: bool = False
+) -> float:
     """Valid for every schedule and vpp of the group: the busiest rank's average work and
     micro-batch 0's chain, plus the average post time; then, unless that alone reaches
     `enough_s` (the incumbent: the group is pruned either way), the whole-layer rank floors
-    (integer_rank_floors_s, most of this function's cost)."""
+    (integer_rank_floors_s, most of this function's cost), with each rank's drain where
+    `drain` (the caller's promise: no member of the group splits its backward)."""
     w = work_s(inputs)
     pipeline = max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))
     floor = pipeline + sum(inputs.post_s) / inputs.pp
     if enough_s is not None and floor >= enough_s:
         return floor
-    whole = integer_rank_floors_s(inputs, per_stage=False, enough_s=enough_s)
+    whole = integer_rank_floors_s(inputs, per_stage=False, enough_s=enough_s, drain=drain)
     if whole is not None:
         floor = max(floor, max(pipeline, whole[0]) + whole[1])
     return floor

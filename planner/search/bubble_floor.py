@@ -23,7 +23,8 @@ over the scaled stage durations (I = b - w the input-gradient part, p2p left out
 lengthens the paths). F, W and [I_lo, I_hi] are what any partition's stage sums add up to
 (planner.cost.partition: fw(s) = sum fw + oF, w(s) = sum bw_weight + oW, bw(s) - w(s) =
 sum bw_input in the layer's mode + oB - oW, over S non-empty stages), the lower bounds per
-stage what its least layer gives (stage 0 always holds the first layer, stage S - 1 the last).
+stage what its least layer gives (stage 0 always holds the first layer, stage S - 1 the last,
+and a stage between them only middle layers: its floor is the least middle layer's).
 Every partition's durations, scaled by 1 / M, satisfy the LP, so its value bounds the ratio
 from above whatever set of paths it has: the floor is valid after any round. The paths grow
 by row generation: the LP's optimum is simulated and its critical path added while it is
@@ -32,6 +33,8 @@ longer than 1; once none is, the LP's optimum is a duration vector whose bubble 
 the least of a partition)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ortools.linear_solver import pywraplp
 
@@ -70,8 +73,12 @@ def bubble_floor(
     total_w = sum(x.bw_weight_s) + n_st * ow
     total_i_lo = sum(lo_k) + n_st * oi
     total_i_hi = sum(hi_k) + n_st * oi
-    least_f, least_w, least_i = min(x.fw_s), min(x.bw_weight_s), min(lo_k)
     last = x.num_layers - 1
+    # Stages are contiguous runs of layers, the first layer in stage 0 and the last in
+    # stage S - 1 only, so a middle stage holds only middle layers: its floor is the least
+    # middle layer's (with fewer than 3 layers there is no middle stage).
+    mid = slice(1, last) if x.num_layers >= 3 else slice(None)
+    least_f, least_w, least_i = min(x.fw_s[mid]), min(x.bw_weight_s[mid]), min(lo_k[mid])
 
     def floor_of(layer: int | None, s: int) -> tuple[float, float, float]:
         if layer is None:
@@ -142,3 +149,93 @@ def bubble_floor(
         seen.add(cut)
         add_row(cut)
     return max(0.0, 1.0 - ratio / x.pp)
+
+
+@dataclass(frozen=True)
+class EdgeTerms:
+    """What group_bubble_floor reads of a configuration's (restricted) PartitionInputs: the
+    layers' terms of bounds.group_fill_s / group_drain_s, the most work of one micro-batch
+    through every layer and the most overhead of one stage's actions. None reads pp, dp,
+    ZeRO or the schedule's order (the layers' times of a kind are the same in every
+    configuration: planner.search.kinds); `hop`, the cheapest p2p, does (0.0 is always valid:
+    p2p time is >= 0)."""
+
+    f0: float  # the first layer's fw
+    fm: float  # the least middle layer's fw
+    b0: float  # the first layer's cheapest input-grad + weight-grad backward
+    bm: float  # the least middle layer's
+    hop: float  # a lower bound of every boundary's p2p time
+    work: float  # sum over layers of fw + the largest input-grad backward + weight-grad
+    chain: float  # sum over layers of fw + the cheapest input-grad backward
+    weight: float  # sum over layers of the weight-grad backward
+    overhead: float  # oF + the larger of a whole (oB) and a split (oI + oW) backward's
+
+
+def edge_terms(inputs: PartitionInputs, *, hop: bool = True) -> EdgeTerms | None:
+    """The EdgeTerms of `inputs` (restricted to the configuration's modes, bounds.restricted),
+    with the cheapest p2p where `hop`, else 0.0; None with fewer than 3 layers (no middle
+    layer: the fill and drain floors are 0)."""
+    if inputs.num_layers < 3:
+        return None
+    middle = zip(inputs.bw_input_s[1:-1], inputs.bw_weight_s[1:-1], strict=True)
+    o = inputs.action_overhead
+    return EdgeTerms(
+        f0=inputs.fw_s[0],
+        fm=min(inputs.fw_s[1:-1]),
+        b0=min(inputs.bw_input_s[0]) + inputs.bw_weight_s[0],
+        bm=min(min(bi) + w for bi, w in middle),
+        hop=min(inputs.p2p_s[:-1], default=0.0) if hop else 0.0,
+        work=sum(inputs.fw_s) + sum(map(max, inputs.bw_input_s)) + sum(inputs.bw_weight_s),
+        chain=sum(inputs.fw_s) + sum(map(min, inputs.bw_input_s)),
+        weight=sum(inputs.bw_weight_s),
+        overhead=max(0.0, o.f_s) + max(0.0, o.b_s, o.i_s + o.w_s),
+    )
+
+
+def rank_edges(terms: EdgeTerms, *, pp: int, drain: bool) -> list[float]:
+    """Per rank r, bounds.group_fill_s[r] (+ group_drain_s[r] with `drain`) from the terms:
+    0 for rank 0, f0 + (r - 1) fm + r hop (+ b0 + (r - 1) bm + r hop) for r >= 1: a lower
+    bound of the time before r's first action (and after its last), whatever the partition,
+    schedule (drain: without split backward) and vpp."""
+    out = [0.0]
+    for r in range(1, pp):
+        edge = terms.f0 + (r - 1) * terms.fm + r * terms.hop
+        if drain:
+            edge += terms.b0 + (r - 1) * terms.bm + r * terms.hop
+        out.append(edge)
+    return out
+
+
+def group_bubble_floor(
+    terms: EdgeTerms | None, *, pp: int, m: int, drain: bool, max_stages: int
+) -> float:
+    """A lower bound of the simulated bubble of every partition of every configuration with
+    these layer terms (edge_terms), pp ranks and m micro-batches, at most `max_stages`
+    stages (pp * vpp), and no split backward where `drain`: in closed form, no LP, no
+    schedule. 0.0 with one rank or without terms.
+
+    Per rank r, e_r (rank_edges) is a lower bound of the time before r's first action (and,
+    with `drain`, after its last). A rank runs its
+    actions one at a time between those two, and p2p is a lag, not an action
+    (planner.schedules.kernel: busy sums action durations only), so the makespan M >= e_r +
+    busy_r and pp M >= W + E (W = sum_r busy_r, E = sum_r e_r). The simulator's bubble is
+    1 - W / (pp M) (module docstring); for a given W it only grows with M, so it is at least
+    1 - W / (W + E) = E / (W + E). M is also at least micro-batch 0's forward through every
+    layer and its backward back, T = terms.chain (+ terms.weight with `drain`: a whole
+    backward holds the weight gradient; bounds.chain_s), so bubble >= 1 - W / max(pp T,
+    W + E), which falls as W grows: so bubble >= 1 - W_max / max(pp T, W_max + E) with
+    W_max >= every partition's W. W = m * sum_s (f_s + b_s) (each stage runs each
+    micro-batch once), and a partition's stage sums add up to every layer's fw and backward
+    in the layer's mode plus one action overhead per stage (planner.cost.partition), so
+    W_max = m * (terms.work + max_stages * terms.overhead). (With m < pp the chain term
+    gives up to 1 - m / pp; the edges give E / (W_max + E) at any m.)"""
+    if pp <= 1 or terms is None:
+        return 0.0
+    edges = sum(rank_edges(terms, pp=pp, drain=drain))
+    chain = terms.chain + (terms.weight if drain else 0.0)
+    most = m * (terms.work + max_stages * terms.overhead)
+    span = max(pp * chain, most + edges)  # a lower bound of pp M
+    if span <= 0.0:
+        return 0.0
+    # rounding: lowered by a relative margin far above a few hundred additions' error
+    return max(0.0, (1.0 - most / span) * (1 - SUM_SLACK) - SUM_SLACK)

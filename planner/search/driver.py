@@ -55,7 +55,7 @@ from planner.search.bounds import (
     restricted,
     time_floor_s,
 )
-from planner.search.bubble_floor import bubble_floor
+from planner.search.bubble_floor import EdgeTerms, bubble_floor, edge_terms, group_bubble_floor
 from planner.search.domains import Domains
 from planner.search.exact import (
     REL_TOL,
@@ -68,7 +68,7 @@ from planner.search.exact import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
-from planner.search.kinds import CoarseKey, coarse_key, coarse_work, kind_work
+from planner.search.kinds import CoarseKey, coarse_key, coarse_work, kind_key, kind_work
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
@@ -94,6 +94,7 @@ class Entry:
     descended: bool = False  # the improve pass ran its hill climb to the end
     proof_floor_s: float = 0.0  # what an unfinished solve proved: cut_floor_s, its LP floors
     bubble_floor: float | None = None  # objective bubble: entry_bubble_floor, once computed
+    edge_floor: float | None = None  # objective bubble: entry_edge_floor, once computed
 
     @property
     def floor_s(self) -> float:
@@ -149,6 +150,7 @@ class Outcome:
     best_found_at_s: float = 0.0  # elapsed time when the final best plan was first seen
     now: Callable[[], float] = lambda: 0.0
     group_time_pruned: int = 0  # configurations pruned with their group's time floor
+    group_bubble_pruned: int = 0  # objective bubble: pruned with their group's bubble floor
     source: CostSource | None = None
     families: dict[Family, tuple[Entry, Scored]] = field(default_factory=dict)
     time_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by time
@@ -161,6 +163,10 @@ class Outcome:
         default_factory=dict
     )  # (tp, mbs, sp, cp) -> floors of its kinds' (work_s, chain_s): _coarse_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
+    edge_kinds: dict[tuple[object, ...], EdgeTerms | None] = field(
+        default_factory=dict
+    )  # (kind_key, modes) -> its EdgeTerms without p2p: _group_edge_floor
+    pending_bubble: dict[int, float] = field(default_factory=dict)  # id(group) -> edge floor
     lower_bound_s: float | None = None
     gap: float | None = None
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
@@ -235,7 +241,64 @@ def bubble_beaten(
     ):
         return False
     floor = entry_bubble_floor(out, entry) if compute else entry.bubble_floor
-    return floor is not None and floor > best[1].score.bubble_fraction
+    return max(floor or 0.0, entry_edge_floor(entry)) > best[1].score.bubble_fraction
+
+
+def entry_edge_floor(entry: Entry) -> float:
+    """The closed-form bubble floor of the configuration (bubble_floor.group_bubble_floor of
+    its own inputs: every partition's bubble is at least it), computed once per entry."""
+    if entry.edge_floor is None:
+        cfg = entry.config
+        terms = edge_terms(restricted(entry.inputs, cfg.modes))
+        drain = cfg.schedule not in SPLIT_BACKWARD
+        entry.edge_floor = group_bubble_floor(
+            terms, pp=cfg.pp, m=cfg.num_microbatches, drain=drain, max_stages=cfg.pp * cfg.vpp
+        )
+    return entry.edge_floor
+
+
+def _group_edge_floor(
+    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config], *, known: bool
+) -> float | None:
+    """Objective bubble: a bubble floor of every member of a group, the least of each
+    member's bubble_floor.group_bubble_floor over the EdgeTerms of its kind and modes (the
+    layers' times of a kind are the same in every configuration, planner.search.kinds; p2p
+    left out, which is valid), one PartitionInputs per (kind, modes) (out.edge_kinds). With
+    `known`, or where a kind's inputs cannot be built, only what is known: None unless every
+    kind's terms are."""
+    least = math.inf
+    for cfg in members:
+        key = (*kind_key(cfg), cfg.modes)
+        if key not in out.edge_kinds:
+            if known:
+                return None
+            least_in = least_inflight(cfg.schedule, cfg.pp, cfg.num_microbatches)
+            try:
+                rin = partition_inputs(
+                    request, cfg.candidate(), source=src, given_inflight=least_in
+                )
+            except SpecError:
+                return None  # a member the cost model refuses: no floor claimed for it
+            out.edge_kinds[key] = edge_terms(restricted(rin, cfg.modes), hop=False)
+        drain = cfg.schedule not in SPLIT_BACKWARD
+        floor = group_bubble_floor(
+            out.edge_kinds[key],
+            pp=cfg.pp,
+            m=cfg.num_microbatches,
+            drain=drain,
+            max_stages=cfg.pp * cfg.vpp,
+        )
+        least = min(least, floor)
+    return least if least < math.inf else None
+
+
+def _positive_bubble(request: PlanRequest, out: Outcome) -> float | None:
+    """Objective bubble with a proven incumbent of positive bubble: that bubble, else None."""
+    best = out.best
+    if request.objective != "bubble" or request.search.mode == "exhaustive" or best is None:
+        return None
+    bubble = best[1].score.bubble_fraction
+    return bubble if bubble > 0.0 else None
 
 
 def run_search(
@@ -286,6 +349,7 @@ def run_search(
         out.pending = _sweep(request, out, src, out.pending, prune, report, share)
         if out.pending:  # cut short: every unswept group gets its coarse floor now
             _coarse_floors_of(request, src, out, limit)
+            _edge_floors_of(request, src, out, limit)
             _pending_floor(request, out, sweep=False, fresh=True)  # for progress reports
         if prune and request.objective == "time":
             _mark_dominated(out.entries)
@@ -600,6 +664,26 @@ def _coarse_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit
             _coarse_floor(request, src, out, members)
 
 
+def _edge_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
+    """Objective bubble: the edge floor (_group_edge_floor) of every unswept group, kept in
+    out.pending_bubble, while the search's clock is below `limit` (one PartitionInputs per
+    kind and modes, the rest arithmetic), so that the final bound and _settle_pending_bubble
+    need no cost model. Not while a plan of zero bubble is at hand (the sweep stops for its
+    proof, _zero_bubble_to_prove, after which bubble_closed settles every pp > 1 group)."""
+    if request.objective != "bubble" or request.search.mode == "exhaustive":
+        return
+    plan = out.best or out.provisional
+    if plan is not None and plan[1].score.bubble_fraction == 0.0:
+        return
+    for members in out.pending:
+        if members[0].pp <= 1 or id(members) in out.pending_bubble:
+            continue
+        late = out.now() >= limit
+        edge = _group_edge_floor(request, src, out, members, known=late)
+        if edge is not None:
+            out.pending_bubble[id(members)] = edge
+
+
 def _work_floor(
     request: PlanRequest,
     src: CostSource,
@@ -659,10 +743,18 @@ def _bounds(
         # the least bubble floor of the open configurations (0 for one not visited yet, whose
         # floor is not computed; an unswept group has none)
         bound_bubble = min(
-            [bubble, *(e.bubble_floor or 0.0 for e in out.entries if not settled(request, out, e))]
+            [
+                bubble,
+                *(
+                    max(e.bubble_floor or 0.0, entry_edge_floor(e))
+                    for e in out.entries
+                    if not settled(request, out, e)
+                ),
+            ]
         )
-        if out.pending:
-            bound_bubble = 0.0
+        if out.pending:  # an unswept group counts its edge floor where known, else 0
+            pending = (out.pending_bubble.get(id(g), 0.0) for g in out.pending)
+            bound_bubble = min(bound_bubble, min(pending, default=bubble))
         if bubble > bound_bubble:
             return low, bubble - bound_bubble, bound_bubble
         return low, incumbent / low - 1.0 if low > 0 else None, bound_bubble
@@ -691,6 +783,7 @@ def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) 
 
 def _close(request: PlanRequest, out: Outcome) -> None:
     """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
+    _settle_pending_bubble(request, out)
     low, gap, bubble = _bounds(request, out, sweep=True)
     out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
     _settle_pending(request, out)
@@ -700,6 +793,32 @@ def _close(request: PlanRequest, out: Outcome) -> None:
     if out.best is not None and out.status == "OPTIMAL":
         out.lower_bound_s, out.gap = out.best[1].score.step_time_s, 0.0
     out.stopped_at_gap = out.stopped_at_gap and out.status == "FEASIBLE"
+
+
+def _settle_pending_bubble(request: PlanRequest, out: Outcome) -> None:
+    """Objective bubble with a proven incumbent of positive bubble: unswept groups whose edge
+    floor (_group_edge_floor) is above its bubble are pruned (settled), as the sweep would
+    prune them; the others keep their floor for the bubble bound (out.pending_bubble). The
+    kinds' terms are computed while the clock is before search.time_limit_s plus
+    tuning.finish_slack_s, as the bound's cost-model calls are; after it, only those known."""
+    bubble = _positive_bubble(request, out)
+    if bubble is None or not out.pending:
+        return
+    src = out.source if out.source is not None else resolve_costs(request)
+    deadline = request.search.time_limit_s + out.tuning.finish_slack_s
+    keep = []
+    for members in out.pending:
+        edge = out.pending_bubble.get(id(members))
+        if edge is None and members[0].pp > 1:
+            late = out.now() >= deadline
+            edge = _group_edge_floor(request, src, out, members, known=late)
+        if edge is not None and edge > bubble:
+            out.group_bubble_pruned += len(members)
+            continue
+        if edge is not None:
+            out.pending_bubble[id(members)] = edge
+        keep.append(members)
+    out.pending = keep
 
 
 def _settle_pending(request: PlanRequest, out: Outcome) -> None:
@@ -814,6 +933,12 @@ def _sweep(
             if work is not None and work >= enough:
                 out.group_time_pruned += len(members)
                 out.time_groups.append(MemoryGroup(members, 0.0, work))
+                continue
+        bubble = _positive_bubble(request, out) if prune else None
+        if bubble is not None and members[0].pp > 1:
+            edge = _group_edge_floor(request, src, out, members, known=False)
+            if edge is not None and edge > bubble:
+                out.group_bubble_pruned += len(members)
                 continue
         floors = _group_floors(request, src, members, enough, memory_only=prune)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
@@ -1182,9 +1307,12 @@ def _group_floors(
     memory = min(mem for mem, _ in built)
     if memory_only and memory > request.memory_cap_bytes:
         return memory, min(group_time_floor_s(rin, 0.0) for _, rin in built)
+    # each rank's drain (group_drain_s) only where no member splits its backward: the plain
+    # representative also stands for zb-h1 without split costs
+    drain = len(plain) == len(members)
     times = []
     for _, rin in built:
-        times.append(group_time_floor_s(rin, enough_s))
+        times.append(group_time_floor_s(rin, enough_s, drain=drain))
         if memory <= request.memory_cap_bytes and enough_s is not None and times[-1] < enough_s:
             break  # the group is neither memory- nor time-pruned: the other floors do not matter
     # (a memory-pruned group's time floor explains what memory cost: planner.search.explain)

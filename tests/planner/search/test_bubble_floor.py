@@ -17,8 +17,9 @@ from planner.search.driver import entry_bubble_floor, run_search
 from planner.search.exhaustive import scored_partitions
 from planner.search.space import enumerate_configs
 from planner.specs import PlanRequest
+from planner.specs.base import ScheduleName
 
-from .cases import SCHEDULES, THREE, three_mode_inputs
+from .cases import SCHEDULES, THREE, pipeline_inputs, three_mode_inputs
 from .random_requests import random_request, solve_in_mode
 
 ROUNDS = 20
@@ -94,3 +95,40 @@ def test_bench_case_35_is_proven_in_a_fraction_of_a_second() -> None:
     pruned = [e for e in out.entries if e.verdict == "pruned"]
     assert len(pruned) >= 10
     assert all(entry_bubble_floor(out, e) > got.bubble_fraction for e in pruned)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_middle_stages_floor_at_the_least_middle_layer(seed: int) -> None:
+    """A stage between the first and the last holds only middle layers (stages are
+    contiguous runs, the first layer in stage 0, the last in stage S - 1), so the LP's floor
+    of its durations is the least middle layer's, not a tiny first layer's (an embedding):
+    still never above the least bubble, on pipelines of about one layer per stage with
+    unequal middle layers, where that floor binds."""
+    rng = random.Random(5300 + seed)
+    schedule, vpp = [("gpipe", 1), ("1f1b", 1), ("interleaved-1f1b", 2), ("zb-h1", 1)][seed % 4]
+    sched: ScheduleName = schedule  # type: ignore[assignment]
+    pp = rng.choice([2, 3, 4])
+    n = pp * vpp + rng.randint(1, 2)
+    m = rng.choice([pp, 2 * pp]) if vpp == 1 else pp
+    rows = [(rng.uniform(0.005, 0.02), rng.uniform(0.005, 0.02), 0.0)]  # an embedding
+    rows += [
+        (rng.uniform(0.3, 1.0), rng.uniform(0.5, 2.0), rng.uniform(0, 1)) for _ in range(n - 2)
+    ]
+    rows.append((rng.uniform(0.1, 1.5), rng.uniform(0.1, 2.0), rng.uniform(0, 0.5)))
+    inputs = pipeline_inputs(
+        sched,
+        pp,
+        vpp,
+        m,
+        fw=tuple(r[0] for r in rows),
+        bw_input=tuple((r[1], r[1], r[1]) for r in rows),
+        bw_weight=tuple(r[2] for r in rows),
+        p2p=(0.0,) * n,
+        act=((1.0, 1.0, 1.0),) * n,
+        static=(1.0,) * n,
+        post=(0.0,) * n,
+        cap=1e9,
+        modes=("none",),
+    )
+    floor = bubble_floor(inputs, ("none",), rounds=ROUNDS)
+    assert 0.0 < floor <= _least_bubble(inputs, ("none",)) + 1e-12

@@ -41,7 +41,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from planner.cost import MODE_INDEX, PartitionScore
@@ -535,6 +535,11 @@ def _lp_settles(
         result.prove_floor(probe.floor_s)
         if probe.closed:
             return True
+    best = result.best
+    # the partition that sets the bound is this configuration's (tuning.branch_solves_own)
+    if best is not None and (bound_s is None or best.score.step_time_s <= bound_s):
+        own = min(tuning.branch_solves, tuning.branch_solves_own)
+        tuning = replace(tuning, branch_solves=own)
     branch = branch_phase(
         lp, col.seeds, limit, col.consider, time_left, root=result.domains, tuning=tuning
     )

@@ -58,7 +58,12 @@ class SearchTuning:
       moves x schedule actions under `lp_action_budget`.
     - `probe_solves`, `probe_share` (of the configuration's time left): the probing phase.
     - `branch_solves`, `branch_rounds` (cutting-plane rounds per node), `branch_share`: the
-      block-count branching phase.
+      block-count branching phase. `branch_solves_own` caps `branch_solves` where the
+      configuration holds the partition that sets the bound (its best is at or below
+      `bound_s`: the incumbent's own configuration): every node holding that partition has
+      an LP floor at most its time, so it closes only where the LP is within the proof
+      tolerance of it there, and the branching's part is mostly the hull and floor it hands
+      CP-SAT, which a few solves already narrow.
     - `model_build_s`: estimated seconds per path cut and stage to build (and to load) a
       CP-SAT model; a model is not built with less than `model_build_margin` x that left.
     - `descend_rounds`: improving steps of the hill climb, at most (each phase of it).
@@ -103,6 +108,7 @@ class SearchTuning:
     probe_solves: int = 400
     probe_share: float = 0.3
     branch_solves: int = 600
+    branch_solves_own: int = 100
     branch_rounds: int = 3
     branch_share: float = 0.3
     model_build_s: float = 1e-5
@@ -141,6 +147,7 @@ class SearchTuning:
             "lp_action_budget": self.lp_action_budget,
             "probe_solves": self.probe_solves,
             "branch_solves": self.branch_solves,
+            "branch_solves_own": self.branch_solves_own,
             "branch_rounds": self.branch_rounds,
             "descend_rounds": self.descend_rounds,
             "mode_lighter": self.mode_lighter,

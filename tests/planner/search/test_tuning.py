@@ -54,6 +54,29 @@ def test_the_optimum_does_not_depend_on_the_lp_stall(seed: int) -> None:
     assert got == pytest.approx(oracle.plan.prediction.step_time_s, rel=1e-9)
 
 
+# no branching in the incumbent's own configuration (the other configurations branch as usual):
+# its proof is left to CP-SAT from the probing's domains
+NO_OWN_BRANCHING = SearchTuning(branch_solves_own=0)
+
+
+def test_the_own_branching_cap_is_a_count() -> None:
+    with pytest.raises(ValueError, match=r"SearchTuning.branch_solves_own = -1 is negative"):
+        SearchTuning(branch_solves_own=-1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_optimum_does_not_depend_on_the_own_branching_cap(seed: int) -> None:
+    request = random_request(random.Random(7_300 + seed))
+    oracle = solve_in_mode(request, "exhaustive")
+    out = run_search(request, tuning=NO_OWN_BRANCHING)
+    if oracle is None:
+        assert out.best is None
+        return
+    assert out.best is not None and out.status == "OPTIMAL"
+    got = out.best[1].score.step_time_s
+    assert got == pytest.approx(oracle.plan.prediction.step_time_s, rel=1e-9)
+
+
 # the far pass at once (driver._far_pass: every configuration more than 0 % behind the
 # incumbent gets its cheap phases, then its proof) and separate_lp on every reopened one
 FAR = SearchTuning(far_share=0.0, far_within=0.0)

@@ -58,7 +58,9 @@ class SearchTuning:
       moves x schedule actions under `lp_action_budget`.
     - `probe_solves`, `probe_share` (of the configuration's time left): the probing phase.
     - `branch_solves`, `branch_rounds` (cutting-plane rounds per node), `branch_share`: the
-      block-count branching phase.
+      block-count branching phase; `branch_vectors`: where the root's per-rank block-count
+      vectors below the bound are at most this many, its first split is one child per
+      vector (exact._vector_children; below 2: never).
     - `model_build_s`: estimated seconds per path cut and stage to build (and to load) a
       CP-SAT model; a model is not built with less than `model_build_margin` x that left.
     - `descend_rounds`: improving steps of the hill climb, at most (each phase of it).
@@ -104,6 +106,7 @@ class SearchTuning:
     probe_share: float = 0.3
     branch_solves: int = 600
     branch_rounds: int = 3
+    branch_vectors: int = 64
     branch_share: float = 0.3
     model_build_s: float = 1e-5
     model_build_margin: float = 2.0
@@ -142,6 +145,7 @@ class SearchTuning:
             "probe_solves": self.probe_solves,
             "branch_solves": self.branch_solves,
             "branch_rounds": self.branch_rounds,
+            "branch_vectors": self.branch_vectors,
             "descend_rounds": self.descend_rounds,
             "mode_lighter": self.mode_lighter,
             "tie_solves": self.tie_solves,

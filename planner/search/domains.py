@@ -87,6 +87,62 @@ def whole_layer_domains(inputs: PartitionInputs, limit_s: float) -> Domains | No
     return (*ranks, *stages_out)
 
 
+def rank_count_vectors(
+    inputs: PartitionInputs, domains: Domains, limit_s: float, most: int
+) -> list[tuple[int, ...]] | None:
+    """Every vector (D_0 .. D_pp-1) of the counted run's layers per rank inside the rank
+    domains of `domains` (its first pp entries), summing to the run's size, whose whole-layer
+    floor is below `limit_s`; None where the floors do not apply (as whole_layer_domains) or
+    there are more than `most` of them.
+
+    The floor of a vector: max(max_r busy_r(D_r), B) + max(max_r post_r(D_r), P) (module
+    docstring: the makespan is at least every rank's busy time and the post time is the
+    slowest rank's), at least each rank's own floor that whole_layer_domains bounds. Every
+    partition's per-rank counts are one vector, so each partition below `limit_s` inside
+    `domains` has its vector in the list: an LP over each (its rank counts fixed) floors the
+    configuration by the least of their optima (exact.branch_phase)."""
+    pp = inputs.pp
+    runs = layer_runs(inputs)
+    if pp < 2 or len(runs) != 3 or runs[counted_run(inputs)].first != 1:
+        return None
+    levels = rank_levels(inputs, per_stage=True)
+    floors = integer_rank_floors_s(inputs, per_stage=True)
+    if levels is None or floors is None:
+        return None
+    wl, (busy_all, post_all) = levels.whole, floors
+    total = runs[counted_run(inputs)].count
+    ranks = [
+        (max(lo, wl.lo[r]), min(hi, wl.lo[r] + wl.free)) for r, (lo, hi) in enumerate(domains[:pp])
+    ]
+    # the most the ranks after r can take, and the least they must: the sum's reach
+    most_after = [0] * (pp + 1)
+    least_after = [0] * (pp + 1)
+    for r in range(pp - 1, -1, -1):
+        most_after[r] = most_after[r + 1] + max(0, ranks[r][1])
+        least_after[r] = least_after[r + 1] + ranks[r][0]
+    found: list[tuple[int, ...]] = []
+
+    def walk(r: int, left: int, busy: float, post: float, prefix: tuple[int, ...]) -> bool:
+        """Extend `prefix` (ranks before r) by every count of rank r; False once past
+        `most`."""
+        if r == pp:
+            found.append(prefix)
+            return len(found) <= most
+        lo, hi = ranks[r]
+        for d in range(max(lo, left - most_after[r + 1]), min(hi, left - least_after[r + 1]) + 1):
+            b = max(busy, levels.busy[r](d - wl.lo[r]))
+            q = max(post, levels.post[r](d - wl.lo[r]))
+            if b + q >= limit_s:
+                break  # both floors grow with d: no larger count of rank r is below it
+            if not walk(r + 1, left - d, b, q, (*prefix, d)):
+                return False
+        return True
+
+    if not walk(0, total, busy_all, post_all, ()):
+        return None
+    return found
+
+
 def intersect(a: Domains | None, b: Domains | None) -> Domains | None:
     """Both sets of domains at once (each holds every better partition)."""
     if a is None or b is None:

@@ -50,7 +50,14 @@ from planner.schedules import rank_stages
 from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
 from planner.search.cutlp import MARGIN, CutLP, LpPoint, rounded_bounds
-from planner.search.domains import Domains, counted_run, intersect, is_empty, whole_layer_domains
+from planner.search.domains import (
+    Domains,
+    counted_run,
+    intersect,
+    is_empty,
+    rank_count_vectors,
+    whole_layer_domains,
+)
 from planner.search.hints import repaired
 from planner.search.model import CpuLimit, PartitionModel, StageSplit, layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
@@ -886,7 +893,13 @@ def branch_phase(
     solves or when the time is up. Returns (True, _) if every node closed, else (False, the
     hull of the open nodes): every better partition lies in an open node, so in their hull,
     which CP-SAT and later calls start from (529.6B's winner, pp = 21 zbv: the branching had
-    given up at its first whole node and started over on every visit)."""
+    given up at its first whole node and started over on every visit).
+
+    The root, where it does not close, is split by its rank-count vectors instead
+    (_vector_children) where they are few: whole layers make the LP's half blocks on two
+    ranks a choice of which ranks hold the smaller count, and each vector's LP, with every
+    rank's count fixed, sits far above the root's. Every child's LP is solved before any is
+    branched, so the floor proven is the least of theirs."""
     inputs, modes = lp.inputs, lp.modes
     g = counted_run(inputs)
     total, pp, n = layer_runs(inputs)[g].count, inputs.pp, inputs.num_layers
@@ -897,7 +910,8 @@ def branch_phase(
     free = tuple((0, total) for _ in range(pp + inputs.num_stages))
     # every node with a lower bound of its partitions' step times (its parent's LP value
     # until its own LP is solved): the least over the nodes left open is the floor proven
-    stack = [(root if root is not None else free, 0.0)]  # root: the probing phase's domains
+    first = root if root is not None else free  # the probing phase's domains
+    stack = [(first, 0.0)]
     solves = 0
     open_nodes: list[tuple[Domains, float]] = []  # whole counts everywhere: nothing to branch on
 
@@ -932,6 +946,31 @@ def branch_phase(
                     break
             if point is None:
                 continue
+            vectors = None
+            if node is first and (bound := limit()) is not None:
+                vectors = _vector_children(inputs, node, bound, tuning)
+            if vectors is not None:
+                # each vector's LP first: the floor proven is the least of theirs, not the
+                # root's, even where the branching below them is cut short
+                kept = []
+                for child in vectors:
+                    child_low, bound = low, limit()
+                    if (
+                        bound is not None
+                        and solves < tuning.branch_solves
+                        and (time_left is None or time_left() > 0)
+                    ):
+                        lp.set_count_bounds(child)
+                        point = lp.solve()
+                        solves += 1
+                        if point is not None and point.reaches(bound):
+                            continue  # no better partition has these rank counts
+                        if point is not None:
+                            child_low = max(low, lp_floor(point.value_s, bound))
+                    kept.append((child, child_low))
+                # the lowest floor is popped first: it bounds the configuration
+                stack.extend(sorted(kept, key=lambda item: -item[1]))
+                continue
             children = _children(node, point.rank_counts, point.run_stage_counts, total)
             if children is None:
                 open_nodes.append((node, low))
@@ -942,6 +981,25 @@ def branch_phase(
         return BranchOutcome(True, None, solves)
     finally:
         lp.set_count_bounds(free)  # the LP is shared with the phases after
+
+
+def _vector_children(
+    inputs: PartitionInputs, node: Domains, bound_s: float, tuning: SearchTuning
+) -> list[Domains] | None:
+    """A cover of `node` by its rank-count vectors (domains.rank_count_vectors: every
+    partition in `node` below the bound has its per-rank counts among them), one child per
+    vector with each rank's count fixed; None where there are more than
+    tuning.branch_vectors of them, the floors do not apply or the only child is `node`
+    (then the branching's own cover, _children, splits it). No vector: nothing below the
+    bound (an empty cover)."""
+    if tuning.branch_vectors < 2:
+        return None
+    pp = inputs.pp
+    vectors = rank_count_vectors(inputs, node, bound_s * (1 - REL_TOL), tuning.branch_vectors)
+    if vectors is None:
+        return None
+    children = [(*((d, d) for d in vector), *node[pp:]) for vector in vectors]
+    return None if children == [node] else children
 
 
 def _free(inputs: PartitionInputs) -> Domains:

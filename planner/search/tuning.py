@@ -63,7 +63,9 @@ class SearchTuning:
       `bound_s`: the incumbent's own configuration): every node holding that partition has
       an LP floor at most its time, so it closes only where the LP is within the proof
       tolerance of it there, and the branching's part is mostly the hull and floor it hands
-      CP-SAT, which a few solves already narrow.
+      CP-SAT, which a few solves already narrow. `branch_vectors`: where the root's per-rank
+      block-count vectors below the bound are at most this many, its first split is one child
+      per vector (exact._vector_children; below 2: never).
     - `model_build_s`: estimated seconds per path cut and stage to build (and to load) a
       CP-SAT model; a model is not built with less than `model_build_margin` x that left.
     - `descend_rounds`: improving steps of the hill climb, at most (each phase of it).
@@ -110,6 +112,7 @@ class SearchTuning:
     branch_solves: int = 600
     branch_solves_own: int = 100
     branch_rounds: int = 3
+    branch_vectors: int = 64
     branch_share: float = 0.3
     model_build_s: float = 1e-5
     model_build_margin: float = 2.0
@@ -149,6 +152,7 @@ class SearchTuning:
             "branch_solves": self.branch_solves,
             "branch_solves_own": self.branch_solves_own,
             "branch_rounds": self.branch_rounds,
+            "branch_vectors": self.branch_vectors,
             "descend_rounds": self.descend_rounds,
             "mode_lighter": self.mode_lighter,
             "tie_solves": self.tie_solves,

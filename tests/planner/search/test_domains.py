@@ -4,7 +4,7 @@ partition of small random cases), and empty domains only where no partition is b
 
 from __future__ import annotations
 
-from planner.search.domains import intersect, is_empty, whole_layer_domains
+from planner.search.domains import intersect, is_empty, rank_count_vectors, whole_layer_domains
 from planner.search.exhaustive import scored_partitions
 
 from .cases import THREE, inside, mixed_case, run_counts
@@ -45,3 +45,53 @@ def test_intersect_keeps_what_both_allow() -> None:
     assert intersect(((1, 2),), None) == ((1, 2),)
     assert is_empty(intersect(((0, 1),), ((2, 3),)))
     assert not is_empty(None)
+
+
+def test_every_partition_below_the_limit_has_its_rank_vector_listed() -> None:
+    """rank_count_vectors: each partition below the limit inside the domains has its per-rank
+    counts among the vectors (checked on every partition, inside the whole-layer domains and
+    inside free ones), and the floor drops some vector that the domains allow (not
+    vacuous)."""
+    checked = dropped = 0
+    for seed in range(80):
+        _, inputs = mixed_case(24_000, seed)
+        scored = [
+            (sc.score.step_time_s, run_counts(inputs, sc.partition))
+            for sc in scored_partitions(inputs, modes=THREE)
+            if sc.score.feasible
+        ]
+        if not scored or inputs.pp < 2:
+            continue
+        best = min(step for step, _ in scored)
+        free = tuple((0, inputs.num_layers) for _ in range(inputs.pp + inputs.num_stages))
+        for factor in (1.0, 1.0005, 1.01, 1.05, 1.2):
+            limit = best * factor
+            for domains in (whole_layer_domains(inputs, limit) or free, free):
+                vectors = rank_count_vectors(inputs, domains, limit, 10_000)
+                if vectors is None:
+                    continue
+                checked += 1
+                listed = set(vectors)
+                for step, counts in scored:
+                    if step < limit and inside(counts, domains):
+                        assert tuple(counts[: inputs.pp]) in listed, (seed, factor, counts)
+                allowed = {
+                    tuple(counts[: inputs.pp]) for _, counts in scored if inside(counts, domains)
+                }
+                dropped += bool(allowed - listed)
+    assert checked >= 100
+    assert dropped >= checked // 5, (dropped, checked)
+
+
+def test_too_many_vectors_are_not_listed() -> None:
+    for seed in range(1, 40, 2):
+        _, inputs = mixed_case(24_000, seed)
+        if inputs.pp < 2:
+            continue
+        free = tuple((0, inputs.num_layers) for _ in range(inputs.pp + inputs.num_stages))
+        vectors = rank_count_vectors(inputs, free, float("inf"), 10_000)
+        assert vectors is not None and len(vectors) == len(set(vectors))
+        if len(vectors) > 1:
+            assert rank_count_vectors(inputs, free, float("inf"), len(vectors) - 1) is None
+            return
+    raise AssertionError("no case with two vectors")

@@ -68,7 +68,16 @@ from planner.search.exact import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
-from planner.search.kinds import CoarseKey, coarse_key, coarse_work, kind_key, kind_work
+from planner.search.kinds import (
+    CoarseKey,
+    MemoryKey,
+    coarse_key,
+    coarse_work,
+    group_memory_key,
+    kind_key,
+    kind_memory_floor_bytes,
+    kind_work,
+)
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
@@ -167,6 +176,9 @@ class Outcome:
         default_factory=dict
     )  # (kind_key, modes) -> its EdgeTerms without p2p: _group_edge_floor
     pending_bubble: dict[int, float] = field(default_factory=dict)  # id(group) -> edge floor
+    memory_kinds: dict[MemoryKey, float | None] = field(
+        default_factory=dict
+    )  # memory_key -> kind_memory_floor_bytes (None: no costs): _settle_pending_memory
     lower_bound_s: float | None = None
     gap: float | None = None
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
@@ -783,6 +795,7 @@ def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) 
 
 def _close(request: PlanRequest, out: Outcome) -> None:
     """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
+    _settle_pending_memory(request, out)
     _settle_pending_bubble(request, out)
     low, gap, bubble = _bounds(request, out, sweep=True)
     out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
@@ -793,6 +806,46 @@ def _close(request: PlanRequest, out: Outcome) -> None:
     if out.best is not None and out.status == "OPTIMAL":
         out.lower_bound_s, out.gap = out.best[1].score.step_time_s, 0.0
     out.stopped_at_gap = out.stopped_at_gap and out.status == "FEASIBLE"
+
+
+def _settle_pending_memory(request: PlanRequest, out: Outcome) -> None:
+    """Unswept groups whose memory floor (kinds.kind_memory_floor_bytes, at most
+    group_memory_floor_bytes of every member, one per memory_key) is over the cap are pruned
+    (settled) as the sweep prunes them by memory, kept as memory-pruned groups with their
+    known time floor (cheap: group_time_floor refines it for explain). The floors are computed
+    while the clock is before search.time_limit_s plus tuning.finish_slack_s; after it, only
+    those known."""
+    if not out.pending or request.search.mode == "exhaustive":
+        return
+    src = out.source if out.source is not None else resolve_costs(request)
+    deadline = request.search.time_limit_s + out.tuning.finish_slack_s
+    cap = request.memory_cap_bytes
+    keep = []
+    for members in out.pending:
+        key = group_memory_key(members)
+        if key not in out.memory_kinds:
+            if out.now() >= deadline:
+                keep.append(members)
+                continue
+            try:
+                out.memory_kinds[key] = kind_memory_floor_bytes(
+                    request, src, members[0], shared=key[-1]
+                )
+            except (SpecError, ValueError):
+                out.memory_kinds[key] = None
+        floor = out.memory_kinds[key]
+        # the floor's sums run in another order than the built inputs': a relative 1e-9
+        # above the cap is far beyond their rounding
+        if floor is None or floor <= cap * (1 + 1e-9):
+            keep.append(members)
+            continue
+        work = _coarse_floor(request, src, out, members, known=True)
+        own = out.pending_floors.get(id(members))
+        time_floor = max(work or 0.0, own or 0.0)
+        out.group_pruned += len(members)
+        out.group_memory_floor = min(out.group_memory_floor, floor)
+        out.memory_groups.append(MemoryGroup(members, floor, time_floor, cheap=True))
+    out.pending = keep
 
 
 def _settle_pending_bubble(request: PlanRequest, out: Outcome) -> None:

@@ -32,7 +32,6 @@ from planner.cost.memory import buffer_bytes, static_bytes
 from planner.cost.partition import MODE_INDEX, SPLIT_BACKWARD
 from planner.cost.source import CostSource, request_efficiency
 from planner.memo import PerObject
-from planner.schedules import stage_to_rank
 from planner.search.space import Config
 from planner.specs.model import LayerCost
 from planner.specs.request import PlanRequest
@@ -198,12 +197,11 @@ MemoryKey = tuple[int, int, bool, int, int, int, int, int, int, tuple[str, ...],
 
 def group_memory_key(members: list[Config]) -> MemoryKey:
     """The memory_key of a sweep group (its members share every term but the schedule and
-    vpp): `shared` where some member puts the first and the last stage on one rank."""
-    pp = members[0].pp
-    shared = any(
-        stage_to_rank(0, pp=pp, schedule=s) == stage_to_rank(pp * v - 1, pp=pp, schedule=s)
-        for s, v in {(c.schedule, c.vpp) for c in members}
-    )
+    vpp): `shared` where some member puts the first and the last stage on one rank
+    (planner.schedules.stage_to_rank)."""
+    # stage_to_rank puts stage s on rank s % pp except zbv's V, whose last stage is on
+    # rank 0 with the first
+    shared = members[0].pp == 1 or any(c.schedule == "zbv" for c in members)
     return memory_key(members[0], shared)
 
 
@@ -256,16 +254,11 @@ def kind_memory_floor_bytes(
     tied = arch is not None and arch.tied and shared
     word_params = arch.vocab_size * arch.hidden_size / cfg.tp if arch is not None else 0.0
     ks = sorted({MODE_INDEX[m] for m in cfg.modes}) or list(range(len(MODE_INDEX)))
-    z, dense_dp, edp = cfg.zero_stage, cfg.dp * cfg.cp, cfg.candidate().edp
-    n = len(costs)
-    # a model's layers repeat a few LayerCost objects: each (cost, is head) once, with its count
-    counts: dict[tuple[int, bool], tuple[LayerCost, int]] = {}
-    for i, cost in enumerate(costs):
-        key = (id(cost), i == n - 1 and src.layers[i].kind == HEAD)
-        seen = counts.get(key)
-        counts[key] = (cost, 1 if seen is None else seen[1] + 1)
+    z, dense_dp = cfg.zero_stage, cfg.dp * cfg.cp
+    edp = cfg.tp * cfg.cp * cfg.dp // (cfg.etp * cfg.ep)  # Candidate.edp
+    runs, boundary = _MEMORY_RUNS.get(src, dict).get(id(costs)) or _memory_runs(src, costs)
     static = act = 0.0
-    for (_, is_head), (cost, count) in counts.items():
+    for cost, count, is_head in runs:
         params = cost.param_count
         if tied and is_head:
             params = max(0.0, params - word_params)
@@ -277,9 +270,31 @@ def kind_memory_floor_bytes(
         triple = (av.none, av.selective, av.full)
         static += count * sb.total_bytes
         act += count * min(triple[k] for k in ks)
-    boundary = max((c.output_bytes for c in costs[:-1]), default=0.0)
     tp, sp = cfg.tp, cfg.sequence_parallel
     sent = boundary / tp if tp > 1 and not sp else boundary
     full = boundary * tp if sp else boundary
     buffers = buffer_bytes(boundary_bytes=sent, full_activation_bytes=full, pp=cfg.pp, tp=tp)
     return request.reserve_bytes + buffers + (static + act) / cfg.pp
+
+
+# what kind_memory_floor_bytes reads of one cost point's layers: each distinct (LayerCost,
+# is the head) with its count, and the largest boundary output (every layer's but the last)
+MemoryRuns = tuple[tuple[tuple[LayerCost, int, bool], ...], float]
+
+# per source (by identity, planner.memo's policy): id(layer costs) -> their MemoryRuns; the
+# costs are the source's own cached tuples, alive as long as it is
+_MEMORY_RUNS: PerObject[dict[int, MemoryRuns]] = PerObject()
+
+
+def _memory_runs(src: CostSource, costs: tuple[LayerCost, ...]) -> MemoryRuns:
+    n = len(costs)
+    counts: dict[tuple[int, bool], tuple[LayerCost, int]] = {}
+    for i, cost in enumerate(costs):
+        key = (id(cost), i == n - 1 and src.layers[i].kind == HEAD)
+        seen = counts.get(key)
+        counts[key] = (cost, 1 if seen is None else seen[1] + 1)
+    runs = tuple((cost, count, key[1]) for key, (cost, count) in counts.items())
+    boundary = max((c.output_bytes for c in costs[:-1]), default=0.0)
+    out = (runs, boundary)
+    _MEMORY_RUNS.get(src, dict)[id(costs)] = out
+    return out

@@ -68,7 +68,16 @@ from planner.search.exact import (
 )
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
-from planner.search.kinds import CoarseKey, coarse_key, coarse_work, kind_key, kind_work
+from planner.search.kinds import (
+    CoarseKey,
+    MemoryKey,
+    coarse_key,
+    coarse_work,
+    group_memory_key,
+    kind_key,
+    kind_memory_floor_bytes,
+    kind_work,
+)
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
 from planner.search.paths import PathCut
@@ -167,6 +176,9 @@ class Outcome:
         default_factory=dict
     )  # (kind_key, modes) -> its EdgeTerms without p2p: _group_edge_floor
     pending_bubble: dict[int, float] = field(default_factory=dict)  # id(group) -> edge floor
+    memory_kinds: dict[MemoryKey, float | None] = field(
+        default_factory=dict
+    )  # memory_key -> kind_memory_floor_bytes (None: no costs): _settle_pending_memory
     lower_bound_s: float | None = None
     gap: float | None = None
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
@@ -350,6 +362,7 @@ def run_search(
         if out.pending:  # cut short: every unswept group gets its coarse floor now
             _coarse_floors_of(request, src, out, limit)
             _edge_floors_of(request, src, out, limit)
+            _memory_floors_of(request, src, out, limit)
             _pending_floor(request, out, sweep=False, fresh=True)  # for progress reports
         if prune and request.objective == "time":
             _mark_dominated(out.entries)
@@ -684,6 +697,18 @@ def _edge_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: 
             out.pending_bubble[id(members)] = edge
 
 
+def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
+    """The kind memory floor (_kind_memory_floor) of every unswept group's key while the
+    search's clock is below `limit` (arithmetic on the layer costs), so that the close
+    (_settle_pending_memory) finds them computed whenever it runs."""
+    if request.search.mode == "exhaustive":
+        return
+    for members in out.pending:
+        if out.now() >= limit:
+            return
+        _kind_memory_floor(request, src, out, members, known=False)
+
+
 def _work_floor(
     request: PlanRequest,
     src: CostSource,
@@ -783,6 +808,7 @@ def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) 
 
 def _close(request: PlanRequest, out: Outcome) -> None:
     """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
+    _settle_pending_memory(request, out)
     _settle_pending_bubble(request, out)
     low, gap, bubble = _bounds(request, out, sweep=True)
     out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
@@ -793,6 +819,60 @@ def _close(request: PlanRequest, out: Outcome) -> None:
     if out.best is not None and out.status == "OPTIMAL":
         out.lower_bound_s, out.gap = out.best[1].score.step_time_s, 0.0
     out.stopped_at_gap = out.stopped_at_gap and out.status == "FEASIBLE"
+
+
+def _kind_memory_floor(
+    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config], *, known: bool
+) -> float | None:
+    """kinds.kind_memory_floor_bytes of the group's memory_key, kept in out.memory_kinds (at
+    most group_memory_floor_bytes of every member); None where the cost source has no costs,
+    or, with `known`, where the key's floor was never computed."""
+    key = group_memory_key(members)
+    if key not in out.memory_kinds:
+        if known:
+            return None
+        try:
+            floor = kind_memory_floor_bytes(request, src, members[0], shared=key[-1])
+        except (SpecError, ValueError):
+            floor = None
+        out.memory_kinds[key] = floor
+    return out.memory_kinds[key]
+
+
+def _over_cap(request: PlanRequest, floor: float) -> bool:
+    """A kind memory floor above the cap: its sums run in another order than the built
+    inputs', and a relative 1e-9 above the cap is far beyond their rounding."""
+    return floor > request.memory_cap_bytes * (1 + 1e-9)
+
+
+def _settle_pending_memory(request: PlanRequest, out: Outcome) -> None:
+    """Unswept groups whose memory floor (_kind_memory_floor) is over the cap are pruned
+    (settled) as the sweep prunes them by memory, kept as memory-pruned groups with their
+    known time floor (cheap: group_time_floor refines it for explain). The floors are computed
+    while the clock is before search.time_limit_s plus tuning.finish_slack_s; after it, only
+    those known."""
+    if not out.pending or request.search.mode == "exhaustive":
+        return
+    src = out.source if out.source is not None else resolve_costs(request)
+    deadline = request.search.time_limit_s + out.tuning.finish_slack_s
+    keep = []
+    for members in out.pending:
+        floor = _kind_memory_floor(request, src, out, members, known=out.now() >= deadline)
+        if floor is None or not _over_cap(request, floor):
+            keep.append(members)
+            continue
+        work = _coarse_floor(request, src, out, members, known=True)
+        own = out.pending_floors.get(id(members))
+        _memory_pruned(out, members, floor, max(work or 0.0, own or 0.0))
+    out.pending = keep
+
+
+def _memory_pruned(out: Outcome, members: list[Config], floor: float, time_floor: float) -> None:
+    """Settle a group by its kind memory floor (a cheap MemoryGroup: explain refines its
+    time floor)."""
+    out.group_pruned += len(members)
+    out.group_memory_floor = min(out.group_memory_floor, floor)
+    out.memory_groups.append(MemoryGroup(members, floor, time_floor, cheap=True))
 
 
 def _settle_pending_bubble(request: PlanRequest, out: Outcome) -> None:
@@ -939,6 +1019,12 @@ def _sweep(
             edge = _group_edge_floor(request, src, out, members, known=False)
             if edge is not None and edge > bubble:
                 out.group_bubble_pruned += len(members)
+                continue
+        if prune:  # over the cap by its kind's memory floor: no PartitionInputs built
+            cheap = _kind_memory_floor(request, src, out, members, known=False)
+            if cheap is not None and _over_cap(request, cheap):
+                work = _coarse_floor(request, src, out, members, known=True)
+                _memory_pruned(out, members, cheap, work or 0.0)
                 continue
         floors = _group_floors(request, src, members, enough, memory_only=prune)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:

@@ -25,9 +25,11 @@ follow fails there.
 
 from __future__ import annotations
 
+from planner.catalog.models import HEAD
 from planner.cost.comm import Link, all_reduce_s, tp_link
 from planner.cost.folded import FoldedLinks, cp_times, ep_time, folded_links
-from planner.cost.partition import SPLIT_BACKWARD
+from planner.cost.memory import buffer_bytes, static_bytes
+from planner.cost.partition import MODE_INDEX, SPLIT_BACKWARD
 from planner.cost.source import CostSource, request_efficiency
 from planner.memo import PerObject
 from planner.search.space import Config
@@ -186,3 +188,113 @@ def _backward_and_tp(
     layer's tensor-parallel communication time in each direction (forward, backward)."""
     bw_i, bw_w = cost.split_costs() if split else (cost.bw_input_s, cost.bw_weight_s)
     return bw_i, bw_w, 2 * all_reduce_s(cost.tp_comm_bytes / 4, group=tp, link=tlink)
+
+
+# what one group's memory floor depends on (kind_memory_floor_bytes): (tp, mbs, sp, cp, ep,
+# etp, pp, dp, ZeRO, modes, whether the tied embedding and head may share a rank)
+MemoryKey = tuple[int, int, bool, int, int, int, int, int, int, tuple[str, ...], bool]
+
+
+def group_memory_key(members: list[Config]) -> MemoryKey:
+    """The memory_key of a sweep group (its members share every term but the schedule and
+    vpp): `shared` where some member puts the first and the last stage on one rank
+    (planner.schedules.stage_to_rank)."""
+    # stage_to_rank puts stage s on rank s % pp except zbv's V, whose last stage is on
+    # rank 0 with the first
+    shared = members[0].pp == 1 or any(c.schedule == "zbv" for c in members)
+    return memory_key(members[0], shared)
+
+
+def memory_key(cfg: Config, shared: bool) -> MemoryKey:
+    return (
+        cfg.tp,
+        cfg.micro_batch_size,
+        cfg.sequence_parallel,
+        cfg.cp,
+        cfg.ep,
+        cfg.etp,
+        cfg.pp,
+        cfg.dp,
+        cfg.zero_stage,
+        tuple(cfg.modes),
+        shared,
+    )
+
+
+def kind_memory_floor_bytes(
+    request: PlanRequest, src: CostSource, cfg: Config, *, shared: bool
+) -> float:
+    """At most bounds.group_memory_floor_bytes of the restricted PartitionInputs
+    (bounds.restricted to cfg.modes) of every configuration with cfg's memory_key, without
+    building them: fixed + (sum static + sum of each layer's least activation bytes over the
+    modes) / pp, from the terms planner.cost.inputs.build_inputs makes them of:
+
+        fixed       = reserve + buffer_bytes(boundary, pp, tp) (+ the cp / ep exchange
+                      buffers, >= 0, left out)
+        static[l]   = static_bytes(dense, ZeRO, dp cp) + static_bytes(expert, ZeRO, edp),
+                      dense = param_count - expert_param_count, less the head's copy of the
+                      tied word embeddings (V h / tp) where embedding and head share a rank
+        activation  = the layer's (none, selective, full) activation bytes
+
+    None of these reads the schedule or vpp except that share: with `shared` (some member
+    may put the first and last stage on one rank: pp 1, zbv) the head's copy is left out,
+    which static_bytes (linear in the count, nonnegative coefficients) can only lower. The
+    sums are taken in another order than build_inputs' (the caller allows for rounding).
+    Raises as CostSource.layer_costs does where there are no costs at the point."""
+    costs = src.layer_costs(
+        micro_batch_size=cfg.micro_batch_size,
+        tp=cfg.tp,
+        sequence_parallel=cfg.sequence_parallel,
+        cp=cfg.cp,
+        ep=cfg.ep,
+        etp=cfg.etp,
+    )
+    training = request.training
+    arch = src.arch
+    tied = arch is not None and arch.tied and shared
+    word_params = arch.vocab_size * arch.hidden_size / cfg.tp if arch is not None else 0.0
+    ks = sorted({MODE_INDEX[m] for m in cfg.modes}) or list(range(len(MODE_INDEX)))
+    z, dense_dp = cfg.zero_stage, cfg.dp * cfg.cp
+    edp = cfg.tp * cfg.cp * cfg.dp // (cfg.etp * cfg.ep)  # Candidate.edp
+    runs, boundary = _MEMORY_RUNS.get(src, dict).get(id(costs)) or _memory_runs(src, costs)
+    static = act = 0.0
+    for cost, count, is_head in runs:
+        params = cost.param_count
+        if tied and is_head:
+            params = max(0.0, params - word_params)
+        expert = cost.expert_param_count
+        sb = static_bytes(params - expert, training=training, zero_stage=z, dp=dense_dp)
+        if expert > 0:
+            sb = sb.plus(static_bytes(expert, training=training, zero_stage=z, dp=edp))
+        av = cost.activation_bytes
+        triple = (av.none, av.selective, av.full)
+        static += count * sb.total_bytes
+        act += count * min(triple[k] for k in ks)
+    tp, sp = cfg.tp, cfg.sequence_parallel
+    sent = boundary / tp if tp > 1 and not sp else boundary
+    full = boundary * tp if sp else boundary
+    buffers = buffer_bytes(boundary_bytes=sent, full_activation_bytes=full, pp=cfg.pp, tp=tp)
+    return request.reserve_bytes + buffers + (static + act) / cfg.pp
+
+
+# what kind_memory_floor_bytes reads of one cost point's layers: each distinct (LayerCost,
+# is the head) with its count, and the largest boundary output (every layer's but the last)
+MemoryRuns = tuple[tuple[tuple[LayerCost, int, bool], ...], float]
+
+# per source (by identity, planner.memo's policy): id(layer costs) -> their MemoryRuns; the
+# costs are the source's own cached tuples, alive as long as it is
+_MEMORY_RUNS: PerObject[dict[int, MemoryRuns]] = PerObject()
+
+
+def _memory_runs(src: CostSource, costs: tuple[LayerCost, ...]) -> MemoryRuns:
+    n = len(costs)
+    counts: dict[tuple[int, bool], tuple[LayerCost, int]] = {}
+    for i, cost in enumerate(costs):
+        key = (id(cost), i == n - 1 and src.layers[i].kind == HEAD)
+        seen = counts.get(key)
+        counts[key] = (cost, 1 if seen is None else seen[1] + 1)
+    runs = tuple((cost, count, key[1]) for key, (cost, count) in counts.items())
+    boundary = max((c.output_bytes for c in costs[:-1]), default=0.0)
+    out = (runs, boundary)
+    _MEMORY_RUNS.get(src, dict)[id(costs)] = out
+    return out

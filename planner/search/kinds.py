@@ -56,12 +56,10 @@ def kind_key(cfg: Config) -> KindKey:
     )
 
 
-def kind_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float, float]:
-    """(W, C) of `cfg`'s kind (module docstring): bounds.work_s and bounds.chain_s of its
-    PartitionInputs, without building them (nor checking its Candidate: a member the cost
-    model would refuse may lower a group's floor, never raise it). Raises SpecError or
-    ValueError where the cost source has no costs for the point."""
-    costs = src.layer_costs(
+def _layer_costs(src: CostSource, cfg: Config) -> tuple[LayerCost, ...]:
+    """The cost source's layer costs at `cfg`'s (mbs, tp, sp, cp, ep, etp): what a kind's
+    terms are read from."""
+    return src.layer_costs(
         micro_batch_size=cfg.micro_batch_size,
         tp=cfg.tp,
         sequence_parallel=cfg.sequence_parallel,
@@ -69,6 +67,14 @@ def kind_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float
         ep=cfg.ep,
         etp=cfg.etp,
     )
+
+
+def kind_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float, float]:
+    """(W, C) of `cfg`'s kind (module docstring): bounds.work_s and bounds.chain_s of its
+    PartitionInputs, without building them (nor checking its Candidate: a member the cost
+    model would refuse may lower a group's floor, never raise it). Raises SpecError or
+    ValueError where the cost source has no costs for the point."""
+    costs = _layer_costs(src, cfg)
     per_request = _LINKS.get(request, dict)
     key = (cfg.tp, cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
     links = per_request.get(key)
@@ -241,14 +247,7 @@ def kind_memory_floor_bytes(
     which static_bytes (linear in the count, nonnegative coefficients) can only lower. The
     sums are taken in another order than build_inputs' (the caller allows for rounding).
     Raises as CostSource.layer_costs does where there are no costs at the point."""
-    costs = src.layer_costs(
-        micro_batch_size=cfg.micro_batch_size,
-        tp=cfg.tp,
-        sequence_parallel=cfg.sequence_parallel,
-        cp=cfg.cp,
-        ep=cfg.ep,
-        etp=cfg.etp,
-    )
+    costs = _layer_costs(src, cfg)
     training = request.training
     arch = src.arch
     tied = arch is not None and arch.tied and shared

@@ -149,18 +149,22 @@ def integer_rank_floors_s(
     # _Curve), which water-filling needs; each is computed only where water-filling looks.
     # Without the recompute term the busy levels are linear in x, and so are the post levels:
     # _linear_fill finds their minimum in O(pp log pp). That floor (recompute >= 0) is the
-    # whole answer where no rank needs recompute, and enough where it reaches `enough_s`
-    # (310.1B's sweep: 591 of 759 group floors, 1 ms each with the lazy levels).
+    # whole answer where no rank needs recompute at its share of it (below), and enough where
+    # it reaches `enough_s`.
     post = _linear_fill(levels.post, wl.p, wl.free)
 
     def plain(r: int) -> Callable[[int], float]:
         return lambda x: fill[r] + m * (wl.e[r] + wl.a * (wl.lo[r] + x))
 
-    busy = _linear_fill([plain(r) for r in range(inputs.pp)], m * wl.a, wl.free)
-    if (enough_s is not None and busy + post >= enough_s) or all(
-        curve[wl.free] == 0.0 for curve in wl.extra
-    ):
-        return busy, post  # (with no recompute the levels are the same floats)
+    busy, share = _linear_fill_at([plain(r) for r in range(inputs.pp)], m * wl.a, wl.free)
+    if enough_s is not None and busy + post >= enough_s:
+        return busy, post
+    # Where no rank needs recompute at its share of the plain optimum, that optimum is the
+    # answer: every busy level is at least its plain level (recompute >= 0, rounding is
+    # monotone), and at that share they are the same floats (x + 0.0 == x), so the least
+    # max of the busy levels is attained there. Each curve is read at one point only.
+    if all(curve[x] == 0.0 for curve, x in zip(wl.extra, share, strict=True)):
+        return busy, post
     size = len(wl.xs)
     # lower envelopes base_r + slope * x of the levels (the recompute curve is >= 0)
     busy_base = [fill[r] + m * (wl.e[r] + wl.a * wl.lo[r]) for r in range(inputs.pp)]
@@ -175,9 +179,19 @@ def _linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: 
     it (floor((L - b_r) / slope) per rank), so they are among the `total` smallest; each rank
     starts with those less one (rounding) and a heap takes the rest, at most 2 per rank. The
     same value as the step-by-step greedy (tests/planner/search/test_linear_fill.py)."""
+    return _linear_fill_at(levels, slope, total)[0]
+
+
+def _linear_fill_at(
+    levels: Sequence[Callable[[int], float]], slope: float, total: int
+) -> tuple[float, list[int]]:
+    """_linear_fill's value and the counts x (sum x = total) that attain it."""
     base = [f(0) for f in levels]
     if total <= 0 or slope <= 0.0:  # nothing to place, or constant levels
-        return max(base)
+        x = [0] * len(levels)
+        if levels:
+            x[0] = max(total, 0)  # constant levels: any placement attains max(base)
+        return max(base), x
     order = sorted(base)
     acc, level = 0.0, order[0]
     for k, b in enumerate(order, 1):
@@ -192,7 +206,7 @@ def _linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: 
         _, r = heapq.heappop(heap)
         x[r] += 1
         heapq.heappush(heap, (levels[r](x[r] + 1), r))
-    return max(f(x[r]) for r, f in enumerate(levels))
+    return max(f(x[r]) for r, f in enumerate(levels)), x
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,8 @@ def integer_rank_floors_s(
     Each is at least its minimum over integer D (given the constraints), found exactly by
     water-filling one layer at a time onto the rank whose maximum grows least (optimal for a
     max of nondecreasing functions with unit steps). Each rank's busy floor also waits for the
-    forward chain that reaches it (group_fill_s) and, with `drain`, the backward chain after it
-    (group_drain_s; `drain` None: where inputs.schedule has no split backward). Without
+    forward chain that reaches it and, with `drain`, the backward chain after it
+    (rank_edges_s; `drain` None: where inputs.schedule has no split backward). Without
     `per_stage` (valid for every schedule and vpp of the group: it depends on the layers, pp, m
     and whether the schedule is zbv) the lower bounds are 0 and R uses the in-flight counts of
     group_inflight; `drain` must then be False unless no member of the group splits its
@@ -582,59 +582,75 @@ def least_inflight(schedule: str, pp: int, m: int) -> Callable[[int, int], int]:
     return lambda s, r: min(m, pp - r)
 
 
-def group_fill_s(inputs: PartitionInputs) -> list[float]:
-    """Per rank r: a lower bound of the time before r's first action, for every schedule and
-    vpp of the group. Every stage of rank r is stage r or later (interleaved: r + k pp; zbv: r
-    and 2 pp - 1 - r), so each of its actions depends on some micro-batch's forward through
-    stages 0 .. r - 1, which sit on ranks 0 .. r - 1: stage 0 holds the first layer and each
-    of stages 1 .. r - 1 (< S - 1) at least one middle layer. The makespan is a longest path
-    (planner.schedules.simulate), so it is >= that forward chain + rank r's busy time. The
-    chain crosses the boundaries 0|1 .. r-1|r, each between two ranks (stage i < pp sits on
-    rank i in every schedule), so each costs at least the cheapest p2p time (_p2p_min)."""
+@dataclass(frozen=True)
+class EdgeChains:
+    """The layer terms of the fill and drain chains (rank_edges): what they read of a
+    configuration's PartitionInputs. None of them reads pp, dp, ZeRO or the schedule's order."""
+
+    f0: float  # the first layer's fw
+    fm: float  # the least middle layer's fw
+    b0: float  # the first layer's cheapest input-grad + weight-grad backward
+    bm: float  # the least middle layer's
+    hop: float  # a lower bound of every boundary's p2p time (0.0 is always valid)
+
+
+def edge_chains(inputs: PartitionInputs, *, hop: bool = True) -> EdgeChains | None:
+    """The EdgeChains of `inputs`, with the cheapest p2p of any boundary where `hop` (a
+    stage's p2p is its last layer's; the last layer ends no boundary), else 0.0; None with
+    fewer than 3 layers (no middle layer: the chains are 0)."""
     if inputs.num_layers < 3:
-        return [0.0] * inputs.pp
-    f0, fm = inputs.fw_s[0], min(inputs.fw_s[1:-1])
-    hop = _p2p_min(inputs)
-    return [0.0] + [f0 + (r - 1) * fm + r * hop for r in range(1, inputs.pp)]
-
-
-def _p2p_min(inputs: PartitionInputs) -> float:
-    """The cheapest p2p time of any boundary (a stage's p2p is its last layer's; the last
-    layer ends no boundary)."""
-    return min(inputs.p2p_s[:-1], default=0.0)
-
-
-def group_drain_s(inputs: PartitionInputs) -> list[float]:
-    """Per rank r, for a schedule without split backward (gpipe, 1f1b, interleaved-1f1b: every
-    backward is one B action, no W may trail it): a lower bound of the time after r's last
-    action. Each B of stage s on a rank follows that rank's F of the same micro-batch and
-    stage, so a rank's last action is a B, of some micro-batch j on a stage s of r; s >= r
-    (every stage of rank r is r + k pp), and the B of j on stages s - 1, ..., 0 each wait for
-    the one above, so they all run after it: among them stages r - 1 .. 1 (< S - 1) each hold
-    at least one middle layer and stage 0 the first layer, and a B is at least the layers'
-    cheapest input-grad plus weight-grad backward; the chain crosses the boundaries r-1|r ..
-    0|1, each between two ranks, at least the cheapest p2p each. With group_fill_s this is
-    the path "F through stages 0 .. r - 1, every action of r, B back through r - 1 .. 0" of
-    paths.seed_cuts; per-action overheads (>= 0) are left out. Not valid for zb-h1 / zbv,
-    whose W actions may run after the last input-grad backward."""
-    if inputs.num_layers < 3:
-        return [0.0] * inputs.pp
-    b0 = min(inputs.bw_input_s[0]) + inputs.bw_weight_s[0]
+        return None
     middle = zip(inputs.bw_input_s[1:-1], inputs.bw_weight_s[1:-1], strict=True)
-    bm = min(min(bi) + w for bi, w in middle)
-    hop = _p2p_min(inputs)
-    return [0.0] + [b0 + (r - 1) * bm + r * hop for r in range(1, inputs.pp)]
+    return EdgeChains(
+        f0=inputs.fw_s[0],
+        fm=min(inputs.fw_s[1:-1]),
+        b0=min(inputs.bw_input_s[0]) + inputs.bw_weight_s[0],
+        bm=min(min(bi) + w for bi, w in middle),
+        hop=min(inputs.p2p_s[:-1], default=0.0) if hop else 0.0,
+    )
+
+
+def rank_edges(chains: EdgeChains | None, *, pp: int, drain: bool) -> list[float]:
+    """Per rank r, what every path through all of r's actions adds before them (the fill) and,
+    with `drain`, after them: 0 for rank 0, f0 + (r - 1) fm + r hop (+ b0 + (r - 1) bm + r hop)
+    for r >= 1, whatever the partition and vpp; all 0 without chains.
+
+    Fill, for every schedule of a group: every stage of rank r is stage r or later
+    (interleaved: r + k pp; zbv: r and 2 pp - 1 - r), so each of its actions depends on some
+    micro-batch's forward through stages 0 .. r - 1, which sit on ranks 0 .. r - 1: stage 0
+    holds the first layer and each of stages 1 .. r - 1 (< S - 1) at least one middle layer.
+    The chain crosses the boundaries 0|1 .. r-1|r, each between two ranks (stage i < pp sits
+    on rank i in every schedule), each at least the cheapest p2p.
+
+    Drain, only for schedules without split backward (gpipe, 1f1b, interleaved-1f1b: every
+    backward is one B action, no W may trail it; not zb-h1 / zbv, whose W actions may run
+    after the last input-grad backward): each B of stage s on a rank follows that rank's F of
+    the same micro-batch and stage, so a rank's last action is a B, of some micro-batch j on a
+    stage s >= r of r, and the B of j on stages s - 1, ..., 0 each wait for the one above, so
+    they all run after it: stages r - 1 .. 1 each hold at least one middle layer and stage 0
+    the first layer, a B is at least the layers' cheapest input-grad plus weight-grad
+    backward, and the chain crosses r boundaries again.
+
+    The makespan is a longest path (planner.schedules.simulate): with both, this is the path
+    "F through stages 0 .. r - 1, every action of r, B back through r - 1 .. 0" of
+    paths.seed_cuts; per-action overheads (>= 0) are left out."""
+    if chains is None:
+        return [0.0] * pp
+    c = chains
+    out = [0.0]
+    for r in range(1, pp):
+        edge = c.f0 + (r - 1) * c.fm + r * c.hop
+        if drain:
+            edge += c.b0 + (r - 1) * c.bm + r * c.hop
+        out.append(edge)
+    return out
 
 
 def rank_edges_s(inputs: PartitionInputs, drain: bool | None = None) -> list[float]:
-    """Per rank, group_fill_s plus, with `drain` (None: where inputs.schedule has no split
-    backward), group_drain_s: what every path through all of the rank's actions adds."""
-    fill = group_fill_s(inputs)
+    """rank_edges of `inputs` (`drain` None: where inputs.schedule has no split backward)."""
     if drain is None:
         drain = inputs.schedule not in SPLIT_BACKWARD
-    if not drain:
-        return fill
-    return [f + d for f, d in zip(fill, group_drain_s(inputs), strict=True)]
+    return rank_edges(edge_chains(inputs), pp=inputs.pp, drain=drain)
 
 
 def group_memory_floor_bytes(inputs: PartitionInputs) -> float:

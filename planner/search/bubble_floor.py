@@ -40,7 +40,7 @@ from ortools.linear_solver import pywraplp
 
 from planner.cost import PartitionInputs
 from planner.schedules import StageDurations
-from planner.search.bounds import restricted
+from planner.search.bounds import EdgeChains, edge_chains, rank_edges, restricted
 from planner.search.cutlp import GLOP_PARAMETERS, MARGIN
 from planner.search.partition import schedule_of
 from planner.search.paths import PathCut, critical_path, seed_cuts
@@ -154,17 +154,12 @@ def bubble_floor(
 @dataclass(frozen=True)
 class EdgeTerms:
     """What group_bubble_floor reads of a configuration's (restricted) PartitionInputs: the
-    layers' terms of bounds.group_fill_s / group_drain_s, the most work of one micro-batch
+    fill and drain chains' terms (bounds.EdgeChains), the most work of one micro-batch
     through every layer and the most overhead of one stage's actions. None reads pp, dp,
     ZeRO or the schedule's order (the layers' times of a kind are the same in every
-    configuration: planner.search.kinds); `hop`, the cheapest p2p, does (0.0 is always valid:
-    p2p time is >= 0)."""
+    configuration: planner.search.kinds) except the chains' cheapest p2p."""
 
-    f0: float  # the first layer's fw
-    fm: float  # the least middle layer's fw
-    b0: float  # the first layer's cheapest input-grad + weight-grad backward
-    bm: float  # the least middle layer's
-    hop: float  # a lower bound of every boundary's p2p time
+    chains: EdgeChains
     work: float  # sum over layers of fw + the largest input-grad backward + weight-grad
     chain: float  # sum over layers of fw + the cheapest input-grad backward
     weight: float  # sum over layers of the weight-grad backward
@@ -173,37 +168,19 @@ class EdgeTerms:
 
 def edge_terms(inputs: PartitionInputs, *, hop: bool = True) -> EdgeTerms | None:
     """The EdgeTerms of `inputs` (restricted to the configuration's modes, bounds.restricted),
-    with the cheapest p2p where `hop`, else 0.0; None with fewer than 3 layers (no middle
-    layer: the fill and drain floors are 0)."""
-    if inputs.num_layers < 3:
+    the chains with the cheapest p2p where `hop` (bounds.edge_chains); None with fewer than 3
+    layers."""
+    chains = edge_chains(inputs, hop=hop)
+    if chains is None:
         return None
-    middle = zip(inputs.bw_input_s[1:-1], inputs.bw_weight_s[1:-1], strict=True)
     o = inputs.action_overhead
     return EdgeTerms(
-        f0=inputs.fw_s[0],
-        fm=min(inputs.fw_s[1:-1]),
-        b0=min(inputs.bw_input_s[0]) + inputs.bw_weight_s[0],
-        bm=min(min(bi) + w for bi, w in middle),
-        hop=min(inputs.p2p_s[:-1], default=0.0) if hop else 0.0,
+        chains=chains,
         work=sum(inputs.fw_s) + sum(map(max, inputs.bw_input_s)) + sum(inputs.bw_weight_s),
         chain=sum(inputs.fw_s) + sum(map(min, inputs.bw_input_s)),
         weight=sum(inputs.bw_weight_s),
         overhead=max(0.0, o.f_s) + max(0.0, o.b_s, o.i_s + o.w_s),
     )
-
-
-def rank_edges(terms: EdgeTerms, *, pp: int, drain: bool) -> list[float]:
-    """Per rank r, bounds.group_fill_s[r] (+ group_drain_s[r] with `drain`) from the terms:
-    0 for rank 0, f0 + (r - 1) fm + r hop (+ b0 + (r - 1) bm + r hop) for r >= 1: a lower
-    bound of the time before r's first action (and after its last), whatever the partition,
-    schedule (drain: without split backward) and vpp."""
-    out = [0.0]
-    for r in range(1, pp):
-        edge = terms.f0 + (r - 1) * terms.fm + r * terms.hop
-        if drain:
-            edge += terms.b0 + (r - 1) * terms.bm + r * terms.hop
-        out.append(edge)
-    return out
 
 
 def group_bubble_floor(
@@ -214,7 +191,7 @@ def group_bubble_floor(
     stages (pp * vpp), and no split backward where `drain`: in closed form, no LP, no
     schedule. 0.0 with one rank or without terms.
 
-    Per rank r, e_r (rank_edges) is a lower bound of the time before r's first action (and,
+    Per rank r, e_r (bounds.rank_edges) is a lower bound of the time before r's first action (and,
     with `drain`, after its last). A rank runs its
     actions one at a time between those two, and p2p is a lag, not an action
     (planner.schedules.kernel: busy sums action durations only), so the makespan M >= e_r +
@@ -231,7 +208,7 @@ def group_bubble_floor(
     gives up to 1 - m / pp; the edges give E / (W_max + E) at any m.)"""
     if pp <= 1 or terms is None:
         return 0.0
-    edges = sum(rank_edges(terms, pp=pp, drain=drain))
+    edges = sum(rank_edges(terms.chains, pp=pp, drain=drain))
     chain = terms.chain + (terms.weight if drain else 0.0)
     most = m * (terms.work + max_stages * terms.overhead)
     span = max(pp * chain, most + edges)  # a lower bound of pp M

@@ -1393,7 +1393,7 @@ def _group_floors(
     memory = min(mem for mem, _ in built)
     if memory_only and memory > request.memory_cap_bytes:
         return memory, min(group_time_floor_s(rin, 0.0) for _, rin in built)
-    # each rank's drain (group_drain_s) only where no member splits its backward: the plain
+    # each rank's drain (bounds.rank_edges) only where no member splits its backward: the plain
     # representative also stands for zb-h1 without split costs
     drain = len(plain) == len(members)
     times = []

@@ -907,7 +907,7 @@ def branch_phase(
         return BranchOutcome(False, root, 0)
     lp.count_run(g)
     time_left = _share(time_left, tuning.branch_share) if time_left is not None else None
-    free = tuple((0, total) for _ in range(pp + inputs.num_stages))
+    free = _free(inputs)
     # every node with a lower bound of its partitions' step times (its parent's LP value
     # until its own LP is solved): the least over the nodes left open is the floor proven
     first = root if root is not None else free  # the probing phase's domains

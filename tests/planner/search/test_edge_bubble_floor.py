@@ -13,8 +13,8 @@ import pytest
 
 from planner.cost import PartitionInputs, partition_inputs, resolve_costs
 from planner.search import driver
-from planner.search.bounds import restricted
-from planner.search.bubble_floor import edge_terms, group_bubble_floor, rank_edges
+from planner.search.bounds import rank_edges, restricted
+from planner.search.bubble_floor import edge_terms, group_bubble_floor
 from planner.search.exhaustive import scored_partitions
 from planner.search.kinds import kind_key
 from planner.search.space import enumerate_configs
@@ -103,7 +103,9 @@ def test_group_floor_is_below_every_members_least_bubble(seed: int) -> None:
         least = min(sc.bubble_fraction for sc in scores)
         # the per-rank step the floor rests on, M >= e_r + busy_r: tight on the last rank of
         # gpipe / 1f1b with one layer per stage and equal layers
-        edges = rank_edges(edge_terms(restricted(x, modes)), pp=pp, drain=x.schedule not in SPLIT)
+        edges = rank_edges(
+            edge_terms(restricted(x, modes)).chains, pp=pp, drain=x.schedule not in SPLIT
+        )
         for sc in scores:
             for e, busy in zip(edges, sc.sim.busy_s, strict=True):
                 assert e + busy <= sc.pipeline_s * (1 + 1e-12), (x.schedule, x.vpp)

@@ -5,12 +5,16 @@ floor, and the per-rank / per-stage block counts the count domains bound."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from planner.cost import PartitionInputs, PartitionScore
 from planner.schedules import generate, peak_inflight, rank_held_points
 from planner.schedules.ir import stage_to_rank
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains, counted_run
+from planner.search.exact import Collector, ConfigResult, Scored
+from planner.search.exhaustive import exhaustive_config
 from planner.search.model import layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
@@ -212,3 +216,33 @@ def lp_floor(
     """The LP's optimum with `cuts`: a floor of every partition's step time (None: no optimum)."""
     point = CutLP(inputs, modes, cuts=cuts).solve()
     return point.value_s if point is not None else None
+
+
+def consider_into(inputs: PartitionInputs, seeds: list[PathCut]) -> Callable[[Partition], Scored]:
+    """The `consider` solve_config hands the LP phases (exact.Collector's, no CP-SAT model
+    yet): score a partition and append its critical path to `seeds`, the LP's cuts."""
+    return Collector(inputs, seeds, ConfigResult("UNKNOWN", None)).consider
+
+
+@dataclass(frozen=True)
+class SolvedCase:
+    """A mixed_case with its exhaustive optimum and the path cuts a search would have."""
+
+    inputs: PartitionInputs
+    best: Scored
+    cuts: list[PathCut]
+
+
+def solved_case(
+    base: int, seed: int, *, random_partitions: int = 3, pipelined: bool = True
+) -> SolvedCase | None:
+    """mixed_case(base, seed) with its optimum over THREE and path_cuts of
+    `random_partitions` random partitions; None where nothing fits or, if `pipelined`, where
+    pp < 2 (no counts to bound)."""
+    rng, inputs = mixed_case(base, seed)
+    if pipelined and inputs.pp < 2:
+        return None
+    best = exhaustive_config(inputs, modes=THREE).best
+    if best is None:
+        return None
+    return SolvedCase(inputs, best, path_cuts(inputs, rng, random_partitions=random_partitions))

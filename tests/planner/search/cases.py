@@ -14,7 +14,7 @@ from planner.schedules.ir import stage_to_rank
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains, counted_run
 from planner.search.exact import Collector, ConfigResult, Scored
-from planner.search.exhaustive import exhaustive_config
+from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.model import layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
@@ -203,6 +203,15 @@ def run_counts(inputs: PartitionInputs, part: Partition) -> list[int]:
     for s, c in enumerate(stage):
         rank[inputs.stage_rank[s]] += c
     return rank + stage
+
+
+def feasible_counts(inputs: PartitionInputs) -> list[tuple[float, list[int]]]:
+    """(step time, run_counts) of every partition over THREE that fits the cap (exhaustive)."""
+    return [
+        (sc.score.step_time_s, run_counts(inputs, sc.partition))
+        for sc in scored_partitions(inputs, modes=THREE)
+        if sc.score.feasible
+    ]
 
 
 def inside(counts: list[int], domains: Domains) -> bool:

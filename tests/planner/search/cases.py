@@ -27,6 +27,15 @@ SCHEDULES: list[tuple[ScheduleName, int]] = [
     ("interleaved-1f1b", 2),
     ("zbv", 2),
 ]
+# every schedule, interleaving at two depths (the schedule and floor tests' table)
+ALL_SCHEDULES: list[tuple[ScheduleName, int]] = [
+    ("gpipe", 1),
+    ("1f1b", 1),
+    ("interleaved-1f1b", 2),
+    ("interleaved-1f1b", 3),
+    ("zb-h1", 1),
+    ("zbv", 2),
+]
 MODES: tuple[RecomputeMode, ...] = ("none", "full")
 
 

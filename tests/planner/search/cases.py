@@ -176,16 +176,33 @@ THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 def mixed_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
     """Case `seed` of a set numbered from `base`: GPT-shaped inputs (odd seeds) or three-mode
     ones (even), the schedules in turn; the generator goes on to the test's own draws."""
+    return _case(gpt_inputs if seed % 2 else three_mode_inputs, base, seed)
+
+
+def gpt_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
+    """Case `seed` of a set numbered from `base`: gpt_inputs, the schedules in turn; the
+    generator goes on to the test's own draws."""
+    return _case(gpt_inputs, base, seed)
+
+
+def three_mode_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
+    """Case `seed` of a set numbered from `base`: three_mode_inputs, the schedules in turn;
+    the generator goes on to the test's own draws."""
+    return _case(three_mode_inputs, base, seed)
+
+
+def _case(
+    make: Callable[[random.Random, ScheduleName, int], PartitionInputs], base: int, seed: int
+) -> tuple[random.Random, PartitionInputs]:
     rng = random.Random(base + seed)
     schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    make = gpt_inputs if seed % 2 else three_mode_inputs
     return rng, make(rng, schedule, vpp)
 
 
-def three_mode_inputs(rng: random.Random, schedule: str, vpp: int) -> PartitionInputs:
+def three_mode_inputs(rng: random.Random, schedule: ScheduleName, vpp: int) -> PartitionInputs:
     """gpt_inputs with a selective mode that differs from both none and full, and caps tight
     enough that recompute is forced in many cases."""
-    base = gpt_inputs(rng, schedule, vpp)  # type: ignore[arg-type]
+    base = gpt_inputs(rng, schedule, vpp)
     sel_bw = rng.uniform(1.0, 1.15)
     sel_act = rng.uniform(0.4, 0.8)
     bw = tuple((b[0], b[0] * sel_bw, b[2]) for b in base.bw_input_s)

@@ -27,10 +27,9 @@ from planner.search.paths import PathCut
 from planner.search.tuning import TUNING
 
 from .cases import (
-    SCHEDULES,
     THREE,
     consider_into,
-    gpt_inputs,
+    gpt_case,
     inside,
     path_cuts,
     run_counts,
@@ -95,9 +94,7 @@ def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
     whole-layer optima). Seen: 8 vs 1 of 30 with these few cuts; the rest need more paths."""
     settled = lp_alone = total = 0
     for seed in range(40):
-        rng = random.Random(14_000 + seed)
-        schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-        inputs = gpt_inputs(rng, schedule, vpp)
+        rng, inputs = gpt_case(14_000, seed)
         if inputs.pp < 2:
             continue
         best = exhaustive_config(inputs, modes=THREE).best
@@ -172,9 +169,7 @@ def test_whole_rank_counts_branch_on_a_fractional_stage() -> None:
 def test_a_settled_configuration_has_no_better_partition(seed: int) -> None:
     """solve_config with a bound: when the LP, probing and branching (or CP-SAT) settle it as
     BOUNDED, the exhaustive optimum is no better than the bound; OPTIMAL equals it."""
-    rng = random.Random(12_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    _, inputs = gpt_case(12_000, seed)
     best = exhaustive_config(inputs, modes=THREE).best
     if best is None:
         return

@@ -26,14 +26,12 @@ from planner.search.partition import Partition, score
 from planner.search.tuning import TUNING
 from planner.specs.base import ScheduleName
 
-from .cases import MODES, SCHEDULES, THREE, gpt_inputs, mixed_case, pipeline_inputs
+from .cases import MODES, THREE, gpt_case, mixed_case, pipeline_inputs
 
 
 @pytest.mark.parametrize("seed", range(15))
 def test_descend_improves_strictly_and_keeps_the_optimum(seed: int) -> None:
-    rng = random.Random(4100 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    _, inputs = gpt_case(4100, seed)
     start = quick_partition(inputs, MODES)
     first = Scored(start, score(inputs, start))
     prev = first.score.step_time_s if first.score.feasible else float("inf")
@@ -54,9 +52,7 @@ def test_improve_config_climbs_only_from_hints_near_the_bound() -> None:
     tuning.descend_within above it and not from one further off; without one it always runs."""
     climbed = 0
     for seed in range(30):
-        rng = random.Random(4200 + seed)
-        schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-        inputs = gpt_inputs(rng, schedule, vpp)
+        _, inputs = gpt_case(4200, seed)
         start = quick_partition(inputs, MODES)
         free = improve_config(inputs, modes=MODES, hints=(start,))
         if len(free) < 2:  # infeasible, or no move improves it: nothing to tell apart

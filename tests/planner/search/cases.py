@@ -231,7 +231,11 @@ def run_counts(inputs: PartitionInputs, part: Partition) -> list[int]:
     return rank + stage
 
 
-def feasible_counts(inputs: PartitionInputs) -> list[tuple[float, list[int]]]:
+# (step time, run_counts) per partition
+Counted = list[tuple[float, list[int]]]
+
+
+def feasible_counts(inputs: PartitionInputs) -> Counted:
     """(step time, run_counts) of every partition over THREE that fits the cap (exhaustive)."""
     return [
         (sc.score.step_time_s, run_counts(inputs, sc.partition))

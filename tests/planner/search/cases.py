@@ -257,10 +257,15 @@ def lp_floor(
     return point.value_s if point is not None else None
 
 
+def collector(inputs: PartitionInputs, seeds: list[PathCut]) -> Collector:
+    """What solve_config's phases share, on a fresh result (no CP-SAT model yet)."""
+    return Collector(inputs, seeds, ConfigResult("UNKNOWN", None))
+
+
 def consider_into(inputs: PartitionInputs, seeds: list[PathCut]) -> Callable[[Partition], Scored]:
-    """The `consider` solve_config hands the LP phases (exact.Collector's, no CP-SAT model
-    yet): score a partition and append its critical path to `seeds`, the LP's cuts."""
-    return Collector(inputs, seeds, ConfigResult("UNKNOWN", None)).consider
+    """The `consider` solve_config hands the LP phases (exact.Collector's): score a partition
+    and append its critical path to `seeds`, the LP's cuts."""
+    return collector(inputs, seeds).consider
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,6 @@ import pytest
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.schedules.ir import stage_to_rank
 from planner.search.exact import (
-    Collector,
-    ConfigResult,
     Scored,
     SolveLimits,
     _mode_moves,
@@ -29,7 +27,7 @@ from planner.search.partition import Partition, score
 from planner.search.tuning import TUNING
 from planner.specs.base import ScheduleName
 
-from .cases import MODES, THREE, gpt_case, mixed_case, pipeline_inputs
+from .cases import MODES, THREE, collector, gpt_case, mixed_case, pipeline_inputs
 
 
 @pytest.mark.parametrize("seed", range(15))
@@ -165,7 +163,7 @@ def _memory_bound_pipeline(rng: random.Random) -> PartitionInputs:
 def _polished(inputs: PartitionInputs, first: Scored) -> list[Scored]:
     """The partitions the polished climb from `first` moves through: heuristic_phase with
     `polish` (what solve_config runs for a new incumbent), after the hint it considers."""
-    col = Collector(inputs, [], ConfigResult("UNKNOWN", None))
+    col = collector(inputs, [])
     heuristic_phase(col, THREE, "any", (first,), descend=False, polish=True, time_left=None)
     return col.result.evaluated[1:]
 

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from planner.memo import PerObject
 from planner.schedules import Schedule, StageDurations
 from planner.schedules.generators import schedule_codes
-from planner.schedules.simulate import compiled_flat, compiled_rows, longest_path, rank_positions
-from planner.schedules.validate import KIND_INDEX, execution_order
+from planner.schedules.simulate import compiled_flat, longest_path, rank_positions
 
 _F, _B, _I, _W = 0, 1, 2, 3
 
@@ -49,41 +48,6 @@ class PathCut:
         for c, p2p in zip(self.x, d.p2p_s, strict=False):
             total += c * p2p
         return total
-
-
-@dataclass(frozen=True)
-class _Compiled:
-    # per action in topological order: (rank, stage, kind, dep1, boundary1, dep2, boundary2)
-    ops: tuple[tuple[int, int, int, int, int, int, int], ...]
-    num_stages: int
-    pp: int
-
-
-def _from_simulator(schedule: Schedule) -> _Compiled:
-    """The simulator's compiled dependency table (cached per Schedule), rows (rank, kind *
-    stages + stage, dep, lag slot, dep, lag slot) with lag slot 0 for "none" and boundary b as
-    slot b + 1, in this module's layout. `_from_validator` builds the same from the validator's
-    dependency rule (tests/planner/search/test_bounds_and_paths.py checks they agree)."""
-    n_st = schedule.num_stages
-    ops = [
-        (rank, slot % n_st, slot // n_st, d1, l1 - 1, d2, l2 - 1)
-        for rank, slot, d1, l1, d2, l2 in compiled_rows(schedule)[0]
-    ]
-    return _Compiled(tuple(ops), n_st, schedule.pp)
-
-
-def _from_validator(schedule: Schedule) -> _Compiled:
-    order = execution_order(schedule)
-    position = {cell: i for i, cell in enumerate(order.cells)}
-    ops = []
-    for cell in order.cells:
-        rank, step = cell
-        a = schedule.orders[rank][step]
-        deps = [(position[d.cell], d.boundary) for d in order.deps[cell]]
-        deps += [(-1, -1)] * (2 - len(deps))
-        (d1, b1), (d2, b2) = deps
-        ops.append((rank, a.stage, KIND_INDEX[a.kind], d1, b1, d2, b2))
-    return _Compiled(tuple(ops), schedule.num_stages, schedule.pp)
 
 
 def critical_path(schedule: Schedule, d: StageDurations) -> tuple[float, PathCut]:
@@ -135,8 +99,9 @@ def through_rank_paths(
     The rank's own actions are counted by rank_chain (from a generated schedule's codes) and
     the chains walk the simulator's flat compiled table (six ints per row: rank, kind *
     stages + stage, dep, lag slot, dep, lag slot; lag slot 0 for "none", boundary b as
-    b + 1, the layout _from_simulator reads): one pass over its columns indexes each
-    action's first backward dependent across a boundary (linear in the schedule's actions;
+    b + 1; tests/planner/search/test_bounds_and_paths.py checks its dependencies against
+    the validator's rule): one pass over its columns indexes each action's first backward
+    dependent across a boundary (linear in the schedule's actions;
     no tuple per row is built: a 64-rank zbv schedule of 512 micro-batches has 196,608).
     `chains`: rank_chain of every rank, where the caller has them already."""
     n_st = schedule.num_stages

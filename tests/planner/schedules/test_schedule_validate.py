@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from planner.errors import DeadlockError, ScheduleError, SpecError
 from planner.schedules import Action, Schedule, StageDurations, generate, simulate, validate
+from tests.planner.search.cases import ALL_SCHEDULES
 
 
 def with_orders(schedule: Schedule, orders: list[list[str]]) -> Schedule:
@@ -21,18 +22,8 @@ def texts(schedule: Schedule) -> list[list[str]]:
     return [[str(a) for a in order] for order in schedule.orders]
 
 
-ALL = [
-    ("gpipe", 1),
-    ("1f1b", 1),
-    ("interleaved-1f1b", 2),
-    ("interleaved-1f1b", 3),
-    ("zb-h1", 1),
-    ("zbv", 2),
-]
-
-
 @settings(max_examples=80, deadline=None)
-@given(case=st.sampled_from(ALL), p=st.integers(1, 8), m=st.integers(1, 24))
+@given(case=st.sampled_from(ALL_SCHEDULES), p=st.integers(1, 8), m=st.integers(1, 24))
 def test_every_generated_schedule_is_valid(case: tuple[str, int], p: int, m: int) -> None:
     name, v = case
     try:
@@ -107,7 +98,9 @@ def test_weight_grad_before_input_grad_is_rejected() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(case=st.sampled_from(ALL), p=st.integers(1, 5), m=st.integers(1, 10), data=st.data())
+@given(
+    case=st.sampled_from(ALL_SCHEDULES), p=st.integers(1, 5), m=st.integers(1, 10), data=st.data()
+)
 def test_moving_a_backward_ahead_of_its_forward_is_always_rejected(
     case: tuple[str, int], p: int, m: int, data: st.DataObject
 ) -> None:

@@ -5,12 +5,16 @@ floor, and the per-rank / per-stage block counts the count domains bound."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from planner.cost import PartitionInputs, PartitionScore
 from planner.schedules import generate, peak_inflight, rank_held_points
 from planner.schedules.ir import stage_to_rank
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains, counted_run
+from planner.search.exact import Collector, ConfigResult, Scored
+from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.model import layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
@@ -21,6 +25,15 @@ SCHEDULES: list[tuple[ScheduleName, int]] = [
     ("1f1b", 1),
     ("zb-h1", 1),
     ("interleaved-1f1b", 2),
+    ("zbv", 2),
+]
+# every schedule, interleaving at two depths (the schedule and floor tests' table)
+ALL_SCHEDULES: list[tuple[ScheduleName, int]] = [
+    ("gpipe", 1),
+    ("1f1b", 1),
+    ("interleaved-1f1b", 2),
+    ("interleaved-1f1b", 3),
+    ("zb-h1", 1),
     ("zbv", 2),
 ]
 MODES: tuple[RecomputeMode, ...] = ("none", "full")
@@ -163,16 +176,33 @@ THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 def mixed_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
     """Case `seed` of a set numbered from `base`: GPT-shaped inputs (odd seeds) or three-mode
     ones (even), the schedules in turn; the generator goes on to the test's own draws."""
+    return _case(gpt_inputs if seed % 2 else three_mode_inputs, base, seed)
+
+
+def gpt_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
+    """Case `seed` of a set numbered from `base`: gpt_inputs, the schedules in turn; the
+    generator goes on to the test's own draws."""
+    return _case(gpt_inputs, base, seed)
+
+
+def three_mode_case(base: int, seed: int) -> tuple[random.Random, PartitionInputs]:
+    """Case `seed` of a set numbered from `base`: three_mode_inputs, the schedules in turn;
+    the generator goes on to the test's own draws."""
+    return _case(three_mode_inputs, base, seed)
+
+
+def _case(
+    make: Callable[[random.Random, ScheduleName, int], PartitionInputs], base: int, seed: int
+) -> tuple[random.Random, PartitionInputs]:
     rng = random.Random(base + seed)
     schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    make = gpt_inputs if seed % 2 else three_mode_inputs
     return rng, make(rng, schedule, vpp)
 
 
-def three_mode_inputs(rng: random.Random, schedule: str, vpp: int) -> PartitionInputs:
+def three_mode_inputs(rng: random.Random, schedule: ScheduleName, vpp: int) -> PartitionInputs:
     """gpt_inputs with a selective mode that differs from both none and full, and caps tight
     enough that recompute is forced in many cases."""
-    base = gpt_inputs(rng, schedule, vpp)  # type: ignore[arg-type]
+    base = gpt_inputs(rng, schedule, vpp)
     sel_bw = rng.uniform(1.0, 1.15)
     sel_act = rng.uniform(0.4, 0.8)
     bw = tuple((b[0], b[0] * sel_bw, b[2]) for b in base.bw_input_s)
@@ -201,6 +231,19 @@ def run_counts(inputs: PartitionInputs, part: Partition) -> list[int]:
     return rank + stage
 
 
+# (step time, run_counts) per partition
+Counted = list[tuple[float, list[int]]]
+
+
+def feasible_counts(inputs: PartitionInputs) -> Counted:
+    """(step time, run_counts) of every partition over THREE that fits the cap (exhaustive)."""
+    return [
+        (sc.score.step_time_s, run_counts(inputs, sc.partition))
+        for sc in scored_partitions(inputs, modes=THREE)
+        if sc.score.feasible
+    ]
+
+
 def inside(counts: list[int], domains: Domains) -> bool:
     """Every count within its (lo, hi) domain."""
     return all(lo <= c <= hi for c, (lo, hi) in zip(counts, domains, strict=True))
@@ -212,3 +255,38 @@ def lp_floor(
     """The LP's optimum with `cuts`: a floor of every partition's step time (None: no optimum)."""
     point = CutLP(inputs, modes, cuts=cuts).solve()
     return point.value_s if point is not None else None
+
+
+def collector(inputs: PartitionInputs, seeds: list[PathCut]) -> Collector:
+    """What solve_config's phases share, on a fresh result (no CP-SAT model yet)."""
+    return Collector(inputs, seeds, ConfigResult("UNKNOWN", None))
+
+
+def consider_into(inputs: PartitionInputs, seeds: list[PathCut]) -> Callable[[Partition], Scored]:
+    """The `consider` solve_config hands the LP phases (exact.Collector's): score a partition
+    and append its critical path to `seeds`, the LP's cuts."""
+    return collector(inputs, seeds).consider
+
+
+@dataclass(frozen=True)
+class SolvedCase:
+    """A mixed_case with its exhaustive optimum and the path cuts a search would have."""
+
+    inputs: PartitionInputs
+    best: Scored
+    cuts: list[PathCut]
+
+
+def solved_case(
+    base: int, seed: int, *, random_partitions: int = 3, pipelined: bool = True
+) -> SolvedCase | None:
+    """mixed_case(base, seed) with its optimum over THREE and path_cuts of
+    `random_partitions` random partitions; None where nothing fits or, if `pipelined`, where
+    pp < 2 (no counts to bound)."""
+    rng, inputs = mixed_case(base, seed)
+    if pipelined and inputs.pp < 2:
+        return None
+    best = exhaustive_config(inputs, modes=THREE).best
+    if best is None:
+        return None
+    return SolvedCase(inputs, best, path_cuts(inputs, rng, random_partitions=random_partitions))

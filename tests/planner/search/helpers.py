@@ -30,6 +30,25 @@ DEEP: dict[str, Any] = {
     "vocab_size": 51200,
 }
 
+# 2 decoder blocks, 4 heads of 2 kv heads: tp in {1, 2} (the folded-space and folded-plan
+# tests' model)
+TINY: dict[str, Any] = {
+    "family": "llama",
+    "name": "tiny",
+    "num_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_kv_heads": 2,
+    "ffn_hidden_size": 128,
+    "vocab_size": 256,
+}
+# 4 experts of width 96 (3 x 32: etp 1, 2 or 4 would divide 96; 8 would not)
+TINY_MOE: dict[str, Any] = {
+    **TINY,
+    "name": "tiny-moe",
+    "moe": {"num_experts": 4, "experts_per_token": 2, "moe_ffn_hidden_size": 96},
+}
+
 
 def gpt_request(**over: Any) -> PlanRequest:
     """GPT-13B-shaped on 64 A100s, global batch 512, 76 GiB cap; `over` replaces top-level

@@ -17,7 +17,7 @@ from planner.search.partition import durations_of, schedule_of, score
 from planner.search.paths import critical_path
 from planner.specs.model import ActionOverhead
 
-from .cases import MODES, SCHEDULES, gpt_inputs, lp_floor, path_cuts, random_partition
+from .cases import MODES, gpt_case, lp_floor, path_cuts, random_partition
 from .random_requests import assert_agrees_with_exhaustive, random_request
 
 
@@ -46,9 +46,7 @@ def test_optimal_equals_exhaustive_with_overhead(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(15))
 def test_config_solve_and_floors_with_overhead(seed: int) -> None:
-    rng = random.Random(32_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    base = gpt_inputs(rng, schedule, vpp)
+    rng, base = gpt_case(32_000, seed)
     inputs = dataclasses.replace(base, action_overhead=random_overhead(rng, 1.0))
     oracle = exhaustive_config(inputs, modes=MODES).best
     got = solve_config(inputs, modes=MODES, limits=SolveLimits(time_limit_s=60, workers=1)).best
@@ -71,11 +69,8 @@ def test_a_partitions_critical_path_bounds_it_tightly(seed: int) -> None:
     """After adding the critical path of a partition, the model's bound for that partition
     is its simulated step time, up to the floor rounding of each coefficient (one unit each):
     without the overhead's constant it would fall short by the path's overhead."""
-    rng = random.Random(33_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = dataclasses.replace(
-        gpt_inputs(rng, schedule, vpp), action_overhead=random_overhead(rng, 1.0)
-    )
+    rng, base = gpt_case(33_000, seed)
+    inputs = dataclasses.replace(base, action_overhead=random_overhead(rng, 1.0))
     n, n_st = inputs.num_layers, inputs.num_stages
     part = random_partition(rng, inputs)
     sc = score(inputs, part)

@@ -11,11 +11,9 @@ import random
 import pytest
 
 from planner.cost import PartitionInputs
-from planner.schedules import Schedule
 from planner.search.cutlp import CutLP
 from planner.search.domains import Domains
 from planner.search.exact import (
-    Scored,
     SolveLimits,
     _children,
     _free,
@@ -25,43 +23,39 @@ from planner.search.exact import (
     solve_config,
 )
 from planner.search.exhaustive import exhaustive_config, scored_partitions
-from planner.search.partition import Partition, durations_of, schedule_of, score
-from planner.search.paths import PathCut, critical_path
+from planner.search.paths import PathCut
 from planner.search.tuning import TUNING
-from planner.specs.base import RecomputeMode
 
-from .cases import SCHEDULES, gpt_inputs, inside, mixed_case, path_cuts, run_counts
-
-THREE: tuple[RecomputeMode, ...] = ("none", "selective", "full")
+from .cases import (
+    THREE,
+    consider_into,
+    gpt_case,
+    inside,
+    path_cuts,
+    run_counts,
+    solved_case,
+)
 
 
 def _branch(
     inputs: PartitionInputs, cuts: list[PathCut], bound: float
 ) -> tuple[bool, Domains | None]:
     seeds = list(cuts)
-    sched = schedule_of(inputs)
-
-    def consider(part: Partition) -> Scored:
-        sc = Scored(part, score(inputs, part))
-        seeds.append(critical_path(sched, durations_of(sc.score))[1])
-        return sc
-
+    consider = consider_into(inputs, seeds)
     got = branch_phase(CutLP(inputs, THREE, cuts=seeds), seeds, lambda: bound, consider)
     return got.closed, got.hull
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_the_branch_phase_never_refutes_a_better_partition(seed: int) -> None:
-    rng, inputs = mixed_case(13_000, seed)
-    best = exhaustive_config(inputs, modes=THREE).best
-    if best is None:
+    case = solved_case(13_000, seed, pipelined=False)
+    if case is None:
         return
-    step = best.score.step_time_s
-    cuts = path_cuts(inputs, rng, random_partitions=3)
+    inputs, step = case.inputs, case.best.score.step_time_s
     # the optimum beats 1.001 x itself: that bound must never be settled, and every partition
     # below it lies inside the hull of the open nodes
     bound = step * 1.001
-    closed, hull = _branch(inputs, cuts, bound)
+    closed, hull = _branch(inputs, case.cuts, bound)
     assert not closed
     if hull is not None:
         below = [
@@ -78,22 +72,14 @@ def test_the_floors_the_lp_phases_prove_never_exceed_the_optimum(seed: int) -> N
     """An unfinished probing or branching proves a lower bound of the configuration's optimum
     (exact.lp_floor over its domains, over the nodes it left open): positive and at or below
     the exhaustive optimum, whatever bound it ran against (above, at and below the optimum)."""
-    rng, inputs = mixed_case(15_000, seed)
-    best = exhaustive_config(inputs, modes=THREE).best
-    if best is None or inputs.pp < 2:
+    case = solved_case(15_000, seed)
+    if case is None:
         return
-    step = best.score.step_time_s
-    cuts = path_cuts(inputs, rng, random_partitions=3)
-    sched = schedule_of(inputs)
+    inputs, step = case.inputs, case.best.score.step_time_s
     for factor in (1.05, 1.0, 0.999):
         bound = step * factor
-        seeds = list(cuts)
-
-        def consider(part: Partition, seeds: list[PathCut] = seeds) -> Scored:
-            sc = Scored(part, score(inputs, part))
-            seeds.append(critical_path(sched, durations_of(sc.score))[1])
-            return sc
-
+        seeds = list(case.cuts)
+        consider = consider_into(inputs, seeds)
         lp = CutLP(inputs, THREE, cuts=seeds)
         probe = probe_phase(lp, lambda b=bound: b)  # type: ignore[misc]
         branch = branch_phase(lp, seeds, lambda b=bound: b, consider, root=probe.domains)
@@ -108,9 +94,7 @@ def test_the_branch_phase_settles_where_whole_layers_are_the_gap() -> None:
     whole-layer optima). Seen: 8 vs 1 of 30 with these few cuts; the rest need more paths."""
     settled = lp_alone = total = 0
     for seed in range(40):
-        rng = random.Random(14_000 + seed)
-        schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-        inputs = gpt_inputs(rng, schedule, vpp)
+        rng, inputs = gpt_case(14_000, seed)
         if inputs.pp < 2:
             continue
         best = exhaustive_config(inputs, modes=THREE).best
@@ -185,9 +169,7 @@ def test_whole_rank_counts_branch_on_a_fractional_stage() -> None:
 def test_a_settled_configuration_has_no_better_partition(seed: int) -> None:
     """solve_config with a bound: when the LP, probing and branching (or CP-SAT) settle it as
     BOUNDED, the exhaustive optimum is no better than the bound; OPTIMAL equals it."""
-    rng = random.Random(12_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    _, inputs = gpt_case(12_000, seed)
     best = exhaustive_config(inputs, modes=THREE).best
     if best is None:
         return
@@ -215,22 +197,14 @@ def test_the_lp_rounds_stop_at_a_stall_and_never_settle_a_better_partition(seed:
     only where the exhaustive optimum does not beat the bound."""
     from planner.search.exact import lp_phase
 
-    rng, inputs = mixed_case(16_000, seed)
-    best = exhaustive_config(inputs, modes=THREE).best
-    if best is None:
+    case = solved_case(16_000, seed, random_partitions=2, pipelined=False)
+    if case is None:
         return
-    step = best.score.step_time_s
-    cuts = path_cuts(inputs, rng, random_partitions=2)
-    sched = schedule_of(inputs)
+    inputs, step = case.inputs, case.best.score.step_time_s
     for factor, stall in ((1.001, 0.5), (1.001, 1.0), (0.999, 0.5)):
         bound = step * factor
-        seeds = list(cuts)
-
-        def consider(part: Partition, seeds: list[PathCut] = seeds) -> Scored:
-            sc = Scored(part, score(inputs, part))
-            seeds.append(critical_path(sched, durations_of(sc.score))[1])
-            return sc
-
+        seeds = list(case.cuts)
+        consider = consider_into(inputs, seeds)
         lp = CutLP(inputs, THREE, cuts=seeds)
         values: list[float] = []
         solve = lp.solve
@@ -255,30 +229,16 @@ def test_the_vector_split_never_refutes_a_better_partition() -> None:
     cases where the split applies (counted: not vacuous)."""
     split = 0
     for seed in range(40):
-        rng, inputs = mixed_case(16_000, seed)
-        best = exhaustive_config(inputs, modes=THREE).best
-        if best is None or inputs.pp < 2:
+        case = solved_case(16_000, seed)
+        if case is None:
             continue
-        step = best.score.step_time_s
-        cuts = path_cuts(inputs, rng, random_partitions=3)
-        sched = schedule_of(inputs)
+        inputs, step = case.inputs, case.best.score.step_time_s
         for factor in (1.05, 1.001, 0.999):
             bound = step * factor
             split += _vector_children(inputs, _free(inputs), bound, TUNING) is not None
-            seeds = list(cuts)
-
-            def consider(
-                part: Partition,
-                seeds: list[PathCut] = seeds,
-                inputs: PartitionInputs = inputs,
-                sched: Schedule = sched,
-            ) -> Scored:
-                sc = Scored(part, score(inputs, part))
-                seeds.append(critical_path(sched, durations_of(sc.score))[1])
-                return sc
-
+            seeds = list(case.cuts)
             lp = CutLP(inputs, THREE, cuts=seeds)
-            got = branch_phase(lp, seeds, lambda b=bound: b, consider)  # type: ignore[misc]
+            got = branch_phase(lp, seeds, lambda b=bound: b, consider_into(inputs, seeds))  # type: ignore[misc]
             if factor > 1:
                 assert not got.closed, (seed, factor)
             if not got.closed:

@@ -19,7 +19,7 @@ from planner.search.space import enumerate_configs
 from planner.specs import PlanRequest
 from planner.specs.base import ScheduleName
 
-from .cases import SCHEDULES, THREE, pipeline_inputs, three_mode_inputs
+from .cases import THREE, pipeline_inputs, three_mode_case
 from .random_requests import random_request, solve_in_mode
 
 ROUNDS = 20
@@ -33,12 +33,10 @@ def _least_bubble(inputs: object, modes: tuple[str, ...]) -> float:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_floor_is_below_the_least_bubble_of_every_partition(seed: int) -> None:
-    rng = random.Random(4100 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    _, inputs = three_mode_case(4100, seed)
     floor = bubble_floor(inputs, THREE, rounds=ROUNDS)
     assert 0.0 <= floor <= _least_bubble(inputs, THREE) + 1e-12
-    if inputs.pp > 1 and schedule in ("gpipe", "1f1b", "interleaved-1f1b"):
+    if inputs.pp > 1 and inputs.schedule in ("gpipe", "1f1b", "interleaved-1f1b"):
         # every stage does some work, and ranks past the first wait for the first forward
         assert floor > 0.0
 

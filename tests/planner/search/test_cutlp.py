@@ -15,7 +15,13 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
 
-from .cases import MODES, SCHEDULES, THREE, gpt_inputs, random_partition, three_mode_inputs
+from .cases import (
+    MODES,
+    THREE,
+    gpt_case,
+    random_partition,
+    three_mode_case,
+)
 
 
 @pytest.mark.parametrize("seed", range(100))
@@ -32,9 +38,7 @@ def test_rounded_bounds_are_a_valid_split(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_incremental_lp_floor_is_a_floor_and_matches_a_fresh_one(seed: int) -> None:
-    rng = random.Random(500 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    rng, inputs = gpt_case(500, seed)
     sched = schedule_of(inputs)
     cuts = seed_cuts(sched)
     lp = CutLP(inputs, MODES)
@@ -66,9 +70,7 @@ def test_lp_memory_rows_cut_off_no_partition_that_fits(seed: int) -> None:
     test_transient_rows): the LP's floor stays at or below the oracle's optimum (a memory row
     that charged more than the scorer, e.g. the recompute transient in full, would cut off
     the optimum)."""
-    rng = random.Random(4300 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    _, inputs = three_mode_case(4300, seed)
     lp = CutLP(inputs, THREE, cuts=seed_cuts(schedule_of(inputs)))
     floor = lp.solve()
     best = exhaustive_config(inputs, modes=THREE).best
@@ -84,9 +86,7 @@ def test_lp_point_durations_give_every_cut_its_row_value(seed: int) -> None:
     at most T (LpPoint.makespan_s), the longest equals T, and T + P is the LP's value. A
     duration built from the wrong terms (the input-grad time in bw_s twice, the weight
     gradient left out, the overhead or p2p missed) breaks one of these."""
-    rng = random.Random(7100 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    rng, inputs = three_mode_case(7100, seed)
     sched = schedule_of(inputs)
     cuts = seed_cuts(sched)
     for _ in range(3):
@@ -108,9 +108,7 @@ def test_separated_lp_floor_stays_below_the_optimum(seed: int) -> None:
     """separate_lp adds the critical paths of the LP optimum's own durations: its values rise
     (never fall), stay at or below the exhaustive optimum, and it stops only where no path
     of the last optimum's durations is longer than T (or its solves are spent)."""
-    rng = random.Random(7300 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    _, inputs = three_mode_case(7300, seed)
     sched = schedule_of(inputs)
     lp = CutLP(inputs, THREE, cuts=seed_cuts(sched))
     first = lp.solve()

@@ -1,5 +1,6 @@
-"""The stage-split hill climbing (exact._descend) only moves to feasible partitions that the
-simulator scores strictly faster, and the exact loop's answer does not depend on it."""
+"""The stage-split hill climbing (improve_config's climb, heuristic_phase's polished one) only
+moves to feasible partitions that the simulator scores strictly faster, and the exact loop's
+answer does not depend on it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from planner.schedules.ir import stage_to_rank
 from planner.search.exact import (
     Scored,
     SolveLimits,
-    _descend,
     _mode_moves,
     _rank_shifts,
+    heuristic_phase,
     improve_config,
     solve_config,
 )
@@ -26,18 +27,18 @@ from planner.search.partition import Partition, score
 from planner.search.tuning import TUNING
 from planner.specs.base import ScheduleName
 
-from .cases import MODES, SCHEDULES, THREE, gpt_inputs, mixed_case, pipeline_inputs
+from .cases import MODES, THREE, collector, gpt_case, mixed_case, pipeline_inputs
 
 
 @pytest.mark.parametrize("seed", range(15))
 def test_descend_improves_strictly_and_keeps_the_optimum(seed: int) -> None:
-    rng = random.Random(4100 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    _, inputs = gpt_case(4100, seed)
     start = quick_partition(inputs, MODES)
-    first = Scored(start, score(inputs, start))
+    # the hint scored, then the partitions the climb moved through
+    first, *climb = improve_config(inputs, modes=MODES, hints=(start,))
+    assert first.partition == start
     prev = first.score.step_time_s if first.score.feasible else float("inf")
-    for step in _descend(inputs, first, MODES):
+    for step in climb:
         again = score(inputs, step.partition)  # re-scored independently
         assert again.feasible
         assert again.step_time_s == step.score.step_time_s < prev
@@ -54,9 +55,7 @@ def test_improve_config_climbs_only_from_hints_near_the_bound() -> None:
     tuning.descend_within above it and not from one further off; without one it always runs."""
     climbed = 0
     for seed in range(30):
-        rng = random.Random(4200 + seed)
-        schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-        inputs = gpt_inputs(rng, schedule, vpp)
+        _, inputs = gpt_case(4200, seed)
         start = quick_partition(inputs, MODES)
         free = improve_config(inputs, modes=MODES, hints=(start,))
         if len(free) < 2:  # infeasible, or no move improves it: nothing to tell apart
@@ -161,8 +160,16 @@ def _memory_bound_pipeline(rng: random.Random) -> PartitionInputs:
     return dataclasses.replace(inputs, cap_bytes=1.0 + total / pp * rng.uniform(0.3, 0.7))
 
 
+def _polished(inputs: PartitionInputs, first: Scored) -> list[Scored]:
+    """The partitions the polished climb from `first` moves through: heuristic_phase with
+    `polish` (what solve_config runs for a new incumbent), after the hint it considers."""
+    col = collector(inputs, [])
+    heuristic_phase(col, THREE, "any", (first,), descend=False, polish=True, time_left=None)
+    return col.result.evaluated[1:]
+
+
 def test_polish_finds_partitions_the_plain_climb_misses() -> None:
-    """_descend(polish=True) moves strictly downhill to feasible partitions like the plain
+    """The polished climb moves strictly downhill to feasible partitions like the plain
     climb, and on memory-bound pipelines often ends faster than it (8 of 40 here: the moves
     are not dead code). Optimality does not depend on it (solve_config's proof does not)."""
     better = tried = 0
@@ -173,9 +180,11 @@ def test_polish_finds_partitions_the_plain_climb_misses() -> None:
         if not first.score.feasible:
             continue
         tried += 1
-        plain = min([first, *_descend(inputs, first, THREE)], key=lambda sc: sc.score.step_time_s)
+        plain = min(
+            improve_config(inputs, modes=THREE, hints=(start,)), key=lambda sc: sc.score.step_time_s
+        )
         prev = first.score.step_time_s
-        for step in _descend(inputs, first, THREE, polish=True):
+        for step in _polished(inputs, first):
             again = score(inputs, step.partition)
             assert again.feasible and again.step_time_s == step.score.step_time_s < prev
             prev = step.score.step_time_s

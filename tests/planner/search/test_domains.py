@@ -4,23 +4,29 @@ partition of small random cases), and empty domains only where no partition is b
 
 from __future__ import annotations
 
-from planner.search.domains import intersect, is_empty, rank_count_vectors, whole_layer_domains
-from planner.search.exhaustive import scored_partitions
+from collections.abc import Iterator
 
-from .cases import THREE, inside, mixed_case, run_counts
+from planner.cost import PartitionInputs
+from planner.search.domains import intersect, is_empty, rank_count_vectors, whole_layer_domains
+
+from .cases import Counted, feasible_counts, inside, mixed_case
+
+
+def _counted_cases(base: int) -> Iterator[tuple[int, PartitionInputs, Counted]]:
+    """(seed, inputs, feasible_counts) of mixed_case(base, seed), seeds 0-79, where pp >= 2
+    and some partition fits."""
+    for seed in range(80):
+        _, inputs = mixed_case(base, seed)
+        if inputs.pp < 2:
+            continue
+        scored = feasible_counts(inputs)
+        if scored:
+            yield seed, inputs, scored
 
 
 def test_every_partition_below_the_limit_lies_inside_the_domains() -> None:
     shrunk = checked = 0
-    for seed in range(80):
-        _, inputs = mixed_case(23_000, seed)
-        scored = [
-            (sc.score.step_time_s, run_counts(inputs, sc.partition))
-            for sc in scored_partitions(inputs, modes=THREE)
-            if sc.score.feasible
-        ]
-        if not scored or inputs.pp < 2:
-            continue
+    for _, inputs, scored in _counted_cases(23_000):
         best = min(step for step, _ in scored)
         for factor in (0.999, 1.0, 1.0005, 1.01, 1.05):
             limit = best * factor
@@ -53,15 +59,7 @@ def test_every_partition_below_the_limit_has_its_rank_vector_listed() -> None:
     inside free ones), and the floor drops some vector that the domains allow (not
     vacuous)."""
     checked = dropped = 0
-    for seed in range(80):
-        _, inputs = mixed_case(24_000, seed)
-        scored = [
-            (sc.score.step_time_s, run_counts(inputs, sc.partition))
-            for sc in scored_partitions(inputs, modes=THREE)
-            if sc.score.feasible
-        ]
-        if not scored or inputs.pp < 2:
-            continue
+    for seed, inputs, scored in _counted_cases(24_000):
         best = min(step for step, _ in scored)
         free = tuple((0, inputs.num_layers) for _ in range(inputs.pp + inputs.num_stages))
         for factor in (1.0, 1.0005, 1.01, 1.05, 1.2):

@@ -12,7 +12,7 @@ from planner.plan import Plan
 from planner.search import search
 from planner.specs import PlanRequest
 
-from .test_space_folded import TINY, TINY_MOE
+from .helpers import TINY, TINY_MOE
 
 
 def searched(model: dict[str, Any], **constraints: Any) -> Plan:

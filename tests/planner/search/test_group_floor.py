@@ -19,16 +19,7 @@ from planner.search.bounds import group_inflight, group_time_floor_s, time_floor
 from planner.search.exhaustive import exhaustive_config
 from planner.specs.base import ScheduleName
 
-from .cases import MODES, gpt_inputs, pipeline_inputs
-
-ALL: list[tuple[ScheduleName, int]] = [
-    ("gpipe", 1),
-    ("1f1b", 1),
-    ("zb-h1", 1),
-    ("interleaved-1f1b", 2),
-    ("interleaved-1f1b", 3),
-    ("zbv", 2),
-]
+from .cases import ALL_SCHEDULES, MODES, gpt_inputs, pipeline_inputs
 
 
 def as_member(base: PartitionInputs, schedule: ScheduleName, vpp: int) -> PartitionInputs | None:
@@ -51,7 +42,7 @@ def as_member(base: PartitionInputs, schedule: ScheduleName, vpp: int) -> Partit
 
 @pytest.mark.parametrize("pp", [2, 3, 4, 5, 8])
 def test_group_inflight_is_below_every_schedules_peak(pp: int) -> None:
-    for schedule, vpp in [*ALL, ("interleaved-1f1b", 4)]:
+    for schedule, vpp in [*ALL_SCHEDULES, ("interleaved-1f1b", 4)]:
         for m in range(1, 33):
             base = as_member_shape(schedule, pp, vpp, m)
             if base is None:
@@ -96,7 +87,7 @@ def test_group_floor_never_exceeds_any_members_optimum(seed: int) -> None:
     rng = random.Random(7300 + seed)
     # pp = 2 with every schedule, or pp = 1..3 for the vpp = 1 schedules (and zbv where it fits)
     base = gpt_inputs(rng, "interleaved-1f1b" if seed % 2 else "1f1b", 2 if seed % 2 else 1)
-    members = [x for s, v in ALL if (x := as_member(base, s, v)) is not None]
+    members = [x for s, v in ALL_SCHEDULES if (x := as_member(base, s, v)) is not None]
     non_zbv = {group_time_floor_s(x) for x in members if x.schedule != "zbv"}
     assert len(non_zbv) == 1  # one floor for the whole group, whichever member computes it
     group = non_zbv.pop()

@@ -17,14 +17,12 @@ from planner.search.bounds import (
 )
 from planner.search.exhaustive import exhaustive_config
 
-from .cases import MODES, SCHEDULES, gpt_inputs, path_cuts
+from .cases import MODES, gpt_case, gpt_inputs, path_cuts
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_integer_rank_floors_never_exceed_the_optimum(seed: int) -> None:
-    rng = random.Random(9000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    _, inputs = gpt_case(9000, seed)
     floors = integer_rank_floors_s(inputs, per_stage=True)
     assert floors is not None  # GPT-shaped: the floor applies
     loose = integer_rank_floors_s(inputs, per_stage=False)
@@ -74,9 +72,7 @@ def test_heterogeneous_middle_layers_get_no_floor() -> None:
 
 @pytest.mark.parametrize("seed", range(60))
 def test_cut_floor_never_exceeds_the_optimum(seed: int) -> None:
-    rng = random.Random(7000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    rng, inputs = gpt_case(7000, seed)
     result = exhaustive_config(inputs, modes=MODES)
     if result.best is None:
         return

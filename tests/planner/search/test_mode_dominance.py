@@ -5,8 +5,6 @@ fits — checked here against the exhaustive optimum of both."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from planner.cost import PartitionInputs
@@ -15,7 +13,7 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.space import Config
 from planner.specs.base import RecomputeMode
 
-from .cases import SCHEDULES, gpt_inputs
+from .cases import gpt_case
 
 MODES: tuple[RecomputeMode, ...] = ("none", "selective", "full")
 
@@ -46,9 +44,7 @@ def _optimum(inputs: PartitionInputs, mode: RecomputeMode) -> float:
 
 @pytest.mark.parametrize("seed", range(24))
 def test_a_dropped_mode_is_never_better_than_every_kept_one(seed: int) -> None:
-    rng = random.Random(41_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    base = gpt_inputs(rng, schedule, vpp)
+    _, base = gpt_case(41_000, seed)
     # selective: the bytes of none (a flash-attention profile) or a real saving, and a cost
     saves = seed % 2 == 0
     act = tuple((a[0], a[0] * (0.6 if saves else 1.0), a[2]) for a in base.activation_bytes)

@@ -7,7 +7,6 @@ rather than found again by CP-SAT, one no-good at a time."""
 from __future__ import annotations
 
 import dataclasses
-import random
 
 import pytest
 
@@ -16,14 +15,12 @@ from planner.search.model import PartitionModel
 from planner.search.partition import durations_of, schedule_of, score
 from planner.search.paths import critical_path
 
-from .cases import MODES, SCHEDULES, gpt_inputs, random_partition
+from .cases import MODES, gpt_case, random_partition
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_a_cut_loses_under_one_unit_per_layer_and_boundary(seed: int) -> None:
-    rng = random.Random(47_000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = gpt_inputs(rng, schedule, vpp)
+    rng, inputs = gpt_case(47_000, seed)
     # no post time: the bound is the cut's alone (P's rows round on their own)
     inputs = dataclasses.replace(inputs, post_s=(0.0,) * inputs.num_layers)
     part = random_partition(rng, inputs)

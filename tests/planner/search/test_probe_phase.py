@@ -15,27 +15,23 @@ from planner.search.exact import SolveLimits, probe_phase, solve_config
 from planner.search.exhaustive import exhaustive_config
 from planner.search.model import layer_runs
 
-from .cases import THREE, inside, mixed_case, path_cuts, run_counts
+from .cases import THREE, inside, mixed_case, run_counts, solved_case
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_probing_keeps_every_better_partition_inside_its_domains(seed: int) -> None:
-    rng, inputs = mixed_case(21_000, seed)
-    if inputs.pp < 2:
+    case = solved_case(21_000, seed)
+    if case is None:
         return
-    oracle = exhaustive_config(inputs, modes=THREE)
-    if oracle.best is None:
-        return
-    step = oracle.best.score.step_time_s
-    cuts = path_cuts(inputs, rng, random_partitions=3)
+    inputs, step = case.inputs, case.best.score.step_time_s
     for bound in (step * 1.02, step * 1.001, step * (1 - 1e-4)):
-        got = probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b)  # type: ignore[misc]
+        got = probe_phase(CutLP(inputs, THREE, cuts=case.cuts), lambda b=bound: b)  # type: ignore[misc]
         closed, domains = got.closed, got.domains
         if step >= bound:
             continue  # nothing to keep: closing is right, any domains are
         assert not closed, "closed, yet the optimum beats the bound"
         if domains is not None:
-            assert inside(run_counts(inputs, oracle.best.partition), domains)
+            assert inside(run_counts(inputs, case.best.partition), domains)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -54,14 +50,11 @@ def test_probing_cut_short_is_not_a_fixed_point() -> None:
     `probed`), not taken as done."""
     reached = stopped = 0
     for seed in range(30):
-        rng, inputs = mixed_case(24_000, seed)
-        if inputs.pp < 2:
+        case = solved_case(24_000, seed)
+        if case is None:
             continue
-        oracle = exhaustive_config(inputs, modes=THREE).best
-        if oracle is None:
-            continue
-        cuts = path_cuts(inputs, rng, random_partitions=3)
-        bound = oracle.score.step_time_s * 1.02  # the optimum beats it: never closed
+        inputs, cuts = case.inputs, case.cuts
+        bound = case.best.score.step_time_s * 1.02  # the optimum beats it: never closed
         full = probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b)  # type: ignore[misc]
         assert not full.closed and full.solves > 0
         reached += full.probed
@@ -129,20 +122,16 @@ def test_probing_skips_sides_yet_keeps_every_better_partition() -> None:
     that optimum inside its domains, and spends fewer LP solves than probing every side."""
     compared = tuned_solves = plain_solves = 0
     for seed in range(30):
-        rng, inputs = mixed_case(25_000, seed)
-        if inputs.pp < 2:
+        case = solved_case(25_000, seed)
+        if case is None:
             continue
-        oracle = exhaustive_config(inputs, modes=THREE)
-        if oracle.best is None:
-            continue
-        step = oracle.best.score.step_time_s
-        cuts = path_cuts(inputs, rng, random_partitions=3)
+        inputs, cuts, step = case.inputs, case.cuts, case.best.score.step_time_s
         total = layer_runs(inputs)[counted_run(inputs)].count
         for bound in (step * 1.02, step * 1.001):
             got = probe_phase(CutLP(inputs, THREE, cuts=cuts), lambda b=bound: b)  # type: ignore[misc]
             assert not got.closed, "closed, yet the optimum beats the bound"
             if got.domains is not None:
-                assert inside(run_counts(inputs, oracle.best.partition), got.domains)
+                assert inside(run_counts(inputs, case.best.partition), got.domains)
             plain = CutLP(inputs, THREE, cuts=cuts)
             plain.count_run(counted_run(inputs))
             tuned_solves += got.solves
@@ -155,17 +144,14 @@ def _closing_cases() -> Iterator[tuple[CutLP, float, CutLP]]:
     """Random cases probed at bounds below their optimum (so probing may close them): the
     probed LP, the bound and a fresh LP of the same cuts for the plain probing."""
     for seed in range(40):
-        rng, inputs = mixed_case(26_000, seed)
-        if inputs.pp < 2:
+        case = solved_case(26_000, seed)
+        if case is None:
             continue
-        oracle = exhaustive_config(inputs, modes=THREE).best
-        if oracle is None:
-            continue
-        cuts = path_cuts(inputs, rng, random_partitions=3)
+        inputs, cuts = case.inputs, case.cuts
         for scale in (0.995, 0.98):
             plain = CutLP(inputs, THREE, cuts=cuts)
             plain.count_run(counted_run(inputs))
-            yield CutLP(inputs, THREE, cuts=cuts), oracle.score.step_time_s * scale, plain
+            yield CutLP(inputs, THREE, cuts=cuts), case.best.score.step_time_s * scale, plain
 
 
 def test_probing_stops_once_its_domains_hold_no_lp_point() -> None:

@@ -20,7 +20,7 @@ from planner.search.bounds import (
 )
 from planner.search.exhaustive import exhaustive_config
 
-from .cases import SCHEDULES, THREE, path_cuts, three_mode_inputs
+from .cases import THREE, path_cuts, three_mode_case
 
 
 def brute_force(need: float, levels: tuple[int, ...], modes: list[tuple[float, float]]) -> float:
@@ -79,9 +79,7 @@ def test_recompute_curve_is_nondecreasing_and_brute_force(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_three_mode_floors_never_exceed_the_optimum(seed: int) -> None:
-    rng = random.Random(4000 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    _, inputs = three_mode_case(4000, seed)
     best = exhaustive_config(inputs, modes=THREE).best
     if best is None:
         return

@@ -4,8 +4,6 @@ and never proves a floor above it."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from planner.search.exact import Known, solve_config
@@ -14,14 +12,12 @@ from planner.search.hints import hint_partitions
 from planner.search.partition import schedule_of
 from planner.search.paths import seed_cuts
 
-from .cases import SCHEDULES, THREE, three_mode_inputs
+from .cases import THREE, three_mode_case
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_second_call_with_separation_matches_the_oracle(seed: int) -> None:
-    rng = random.Random(7700 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    _, inputs = three_mode_case(7700, seed)
     oracle = exhaustive_config(inputs, modes=THREE).best
     known = Known(paths=tuple(seed_cuts(schedule_of(inputs))))
     # a bound above the optimum (the oracle's + 10 %): the LP phases all run below it

@@ -14,23 +14,8 @@ import pytest
 from planner.search.space import Config, enumerate_configs
 from planner.specs import PlanRequest
 
-# 4 heads of 2 kv heads: tp in {1, 2}
-TINY: dict[str, Any] = {
-    "family": "llama",
-    "name": "tiny",
-    "num_layers": 2,
-    "hidden_size": 64,
-    "num_attention_heads": 4,
-    "num_kv_heads": 2,
-    "ffn_hidden_size": 128,
-    "vocab_size": 256,
-}
-# 4 experts of width 96 (3 x 32: etp 1, 2 or 4 would divide 96; 8 would not)
-TINY_MOE: dict[str, Any] = {
-    **TINY,
-    "name": "tiny-moe",
-    "moe": {"num_experts": 4, "experts_per_token": 2, "moe_ffn_hidden_size": 96},
-}
+from .helpers import TINY, TINY_MOE
+
 # one schedule, one ZeRO stage, one recompute mode, mbs 1: configurations differ in degrees
 NARROW: dict[str, Any] = {
     "schedules": ["1f1b"],

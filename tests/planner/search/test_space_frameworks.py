@@ -25,10 +25,13 @@ LLAMA = {
 }
 
 
-def request(framework: str | None, **constraints: object) -> PlanRequest:
+def request(
+    framework: str | None, model: dict[str, object] = LLAMA, **constraints: object
+) -> PlanRequest:
+    """`model` on 16 H100s, global batch 24 of 2,048 tokens, for `framework`."""
     return PlanRequest.model_validate(
         {
-            "model": LLAMA,
+            "model": model,
             "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 16, "gpus_per_node": 8},
             "training": {"global_batch_size": 24, "seq_length": 2048},
             "constraints": {"framework": framework, **constraints},
@@ -36,14 +39,19 @@ def request(framework: str | None, **constraints: object) -> PlanRequest:
     )
 
 
-def accepted(req: PlanRequest, c: Config, framework: str) -> bool:
-    return not unsupported(
+def reasons(req: PlanRequest, c: Config, framework: str) -> list[str]:
+    """What the launcher's unsupported() finds against c's candidate under `framework`."""
+    return unsupported(
         c.candidate(),
         framework,  # type: ignore[arg-type]
         arch=req.arch,
         global_batch_size=req.training.global_batch_size,
         seq_length=req.training.seq_length,
     )
+
+
+def accepted(req: PlanRequest, c: Config, framework: str) -> bool:
+    return not reasons(req, c, framework)
 
 
 @pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed"])
@@ -103,14 +111,7 @@ TINY_MOE = {
 
 
 def _request(model: dict[str, object], framework: str | None) -> PlanRequest:
-    return PlanRequest.model_validate(
-        {
-            "model": model,
-            "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 16, "gpus_per_node": 8},
-            "training": {"global_batch_size": 24, "seq_length": 2048},
-            "constraints": {"framework": framework, "uniform_recompute": True},
-        }
-    )
+    return request(framework, model, uniform_recompute=True)
 
 
 @pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed", "meshplan"])
@@ -130,13 +131,7 @@ def test_the_space_checks_a_configuration_as_the_launchers_unsupported_does(
     assert any(c.cp > 1 for c in configs)
     refused = 0
     for c in configs:
-        want = unsupported(
-            c.candidate(),
-            framework,  # type: ignore[arg-type]
-            arch=fw.arch,
-            global_batch_size=fw.training.global_batch_size,
-            seq_length=fw.training.seq_length,
-        )
+        want = reasons(fw, c, framework)
         assert _unsupported(fw, c) == want, c.describe()
         refused += bool(want)
     assert 0 < refused < len(configs)
@@ -157,11 +152,5 @@ def test_one_checker_gives_each_configuration_its_own_reasons(framework: str) ->
     assert len({c.modes for c in configs}) > 1
     check = _checker(fw)
     for c in configs:
-        want = unsupported(
-            c.candidate(),
-            framework,  # type: ignore[arg-type]
-            arch=fw.arch,
-            global_batch_size=fw.training.global_batch_size,
-            seq_length=fw.training.seq_length,
-        )
+        want = reasons(fw, c, framework)
         assert check(c) == want, c.describe()

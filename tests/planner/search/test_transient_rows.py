@@ -13,7 +13,7 @@ from planner.search.exact import SolveLimits, solve_config
 from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.space import enumerate_configs
 
-from .cases import SCHEDULES, THREE, three_mode_inputs
+from .cases import THREE, three_mode_case
 from .random_requests import random_request
 
 
@@ -45,9 +45,7 @@ def test_the_transient_rows_cut_off_no_partition_that_fits(seed: int) -> None:
     """Three recompute modes, caps that force recompute in many cases, every schedule: the
     solver's optimum is the oracle's (a row that charged more than the scorer would cut off
     a partition that fits, and the solver would then prove a slower one or none)."""
-    rng = random.Random(4300 + seed)
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    _, inputs = three_mode_case(4300, seed)
     want = exhaustive_config(inputs, modes=THREE).best
     got = solve_config(inputs, modes=THREE, limits=SolveLimits(time_limit_s=60.0, workers=1))
     assert got.status == ("OPTIMAL" if want is not None else "INFEASIBLE")

@@ -70,9 +70,12 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition
 from planner.search.kinds import (
     CoarseKey,
+    ExpertKey,
     MemoryKey,
     coarse_key,
     coarse_work,
+    expert_key,
+    expert_work,
     group_memory_key,
     kind_key,
     kind_memory_floor_bytes,
@@ -179,6 +182,9 @@ class Outcome:
     coarse_kinds: dict[CoarseKey, tuple[float, float] | None] = field(
         default_factory=dict
     )  # (tp, mbs, sp, cp) -> floors of its kinds' (work_s, chain_s): _coarse_floor
+    expert_kinds: dict[ExpertKey, tuple[float, float] | None] = field(
+        default_factory=dict
+    )  # (tp, mbs, sp, cp, ep, etp) -> floors of its kinds' (work_s, chain_s): _expert_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
     edge_kinds: dict[tuple[object, ...], EdgeTerms | None] = field(
         default_factory=dict
@@ -524,8 +530,9 @@ def _pending_floor(
     """The least floor of the unswept groups that may lower the bound (inf if none may);
     None when one has no floor yet (only without `sweep`).
 
-    A group's floor: its coarse floor (_coarse_floor; one at or above the incumbent cannot
-    lower the bound, and the group is left out), else with `sweep` its schedule-independent
+    A group's floor: its coarse floor (_coarse_floor), raised to its expert floor
+    (_expert_floor) where the coarse one does not reach the incumbent (one at or above it
+    cannot lower the bound, and the group is left out), else with `sweep` its schedule-independent
     work floor (_work_floor, computed once per group, kept in out.pending_floors) raised to
     the coarse floor. Without `sweep` (a progress report), or once the search's clock has
     passed search.time_limit_s plus tuning.finish_slack_s, only what is already known
@@ -561,6 +568,9 @@ def _pending_floor(
                 least = min(least, floor)
             continue
         coarse = _coarse_floor(request, src, out, members, known=late)
+        if coarse is None or coarse < enough:
+            expert = _expert_floor(request, src, out, members, known=late)
+            coarse = max(coarse or 0.0, expert) if expert is not None else coarse
         if coarse is not None and coarse >= enough:
             continue  # at or above the incumbent: it cannot lower the bound
         late = late or out.now() >= deadline
@@ -606,6 +616,36 @@ def _coarse_floor(
         except (SpecError, ValueError):
             out.coarse_kinds[key] = None
     wc = out.coarse_kinds[key]
+    if wc is None:
+        return None
+    return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+
+
+def _expert_floor(
+    request: PlanRequest,
+    src: CostSource,
+    out: Outcome,
+    members: list[Config],
+    *,
+    known: bool = False,
+) -> float | None:
+    """A time floor of every configuration of a group of ep > 1 from its (tp, mbs, sp, cp,
+    ep, etp): max(m W / pp, C) with W and C kinds.expert_work's floors (kept in
+    `out.expert_kinds`): the coarse floor's terms plus the expert all-to-alls, so between
+    _coarse_floor's and _work_floor's. None at ep = 1 (it adds nothing to the coarse floor
+    there), where the key has no costs, or, with `known`, where it was never evaluated."""
+    cfg = members[0]
+    if cfg.ep == 1:
+        return None
+    key = expert_key(cfg)
+    if key not in out.expert_kinds:
+        if known:
+            return None
+        try:
+            out.expert_kinds[key] = expert_work(request, src, cfg)
+        except (SpecError, ValueError):
+            out.expert_kinds[key] = None
+    wc = out.expert_kinds[key]
     if wc is None:
         return None
     return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
@@ -730,13 +770,36 @@ def _edge_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: 
 def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
     """The kind memory floor (_kind_memory_floor) of every unswept group's key while the
     search's clock is below `limit` (arithmetic on the layer costs), so that the close
-    (_settle_pending_memory) finds them computed whenever it runs."""
+    (_settle_pending_memory) finds them computed whenever it runs; not for a group whose
+    known time floor (coarse, expert) reaches the incumbent: the close settles it by time
+    (_settle_pending) whatever its memory (DeepSeek-V3 on 2,048 GPUs: ~300,000 groups
+    unswept at the first cut, most of them so). With an incumbent's time to beat, it stops
+    after tuning.cut_floors_share of the time left (the groups in sweep order, the lowest
+    estimates first): the resweep settles most groups by their time floors, and a pass
+    over every unswept group took the whole limit there."""
     if request.search.mode == "exhaustive":
         return
+    bound = time_bound_s(request, out)
+    enough = bound * (1 - REL_TOL) if bound is not None else math.inf
+    if bound is not None:
+        limit = min(limit, out.now() + out.tuning.cut_floors_share * (limit - out.now()))
     for members in out.pending:
         if out.now() >= limit:
             return
+        if _known_time_floor(request, src, out, members) >= enough:
+            continue
         _kind_memory_floor(request, src, out, members, known=False)
+
+
+def _known_time_floor(
+    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
+) -> float:
+    """The best time floor of an unswept group among those already computed: its own work
+    floor (out.pending_floors), its coarse and expert floors; 0 if none is."""
+    own = out.pending_floors.get(id(members))
+    coarse = _coarse_floor(request, src, out, members, known=True)
+    expert = _expert_floor(request, src, out, members, known=True)
+    return max(own or 0.0, coarse or 0.0, expert or 0.0)
 
 
 def _work_floor(
@@ -940,9 +1003,7 @@ def _settle_pending(request: PlanRequest, out: Outcome) -> None:
     src = out.source if out.source is not None else resolve_costs(request)
     keep = []
     for members in out.pending:
-        own = out.pending_floors.get(id(members))
-        coarse = _coarse_floor(request, src, out, members, known=True)
-        floor = max(own or 0.0, coarse or 0.0)
+        floor = _known_time_floor(request, src, out, members)
         if floor >= bound * (1 - REL_TOL):
             out.group_time_pruned += len(members)
             out.time_groups.append(MemoryGroup(members, 0.0, floor))
@@ -1038,6 +1099,8 @@ def _sweep(
             # chunks, say) are settled before the group's PartitionInputs are built; first
             # by the coarse floor of its (tp, mbs, sp, cp), one evaluation for all its kinds.
             work = _coarse_floor(request, src, out, members)
+            if work is None or work < enough:
+                work = _expert_floor(request, src, out, members) or work
             if work is None or work < enough:
                 work = _work_floor(request, src, out, members)
             if work is not None and work >= enough:

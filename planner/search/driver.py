@@ -31,6 +31,7 @@ best plan so far marked FEASIBLE; if it has none yet, it keeps scoring heuristic
 
 from __future__ import annotations
 
+import heapq
 import math
 import operator
 from collections.abc import Callable, Iterable
@@ -768,27 +769,78 @@ def _edge_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: 
 
 
 def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
-    """The kind memory floor (_kind_memory_floor) of every unswept group's key while the
-    search's clock is below `limit` (arithmetic on the layer costs), so that the close
-    (_settle_pending_memory) finds them computed whenever it runs; not for a group whose
-    known time floor (coarse, expert) reaches the incumbent: the close settles it by time
-    (_settle_pending) whatever its memory (DeepSeek-V3 on 2,048 GPUs: ~300,000 groups
-    unswept at the first cut, most of them so). With an incumbent's time to beat, it stops
-    after tuning.cut_floors_share of the time left (the groups in sweep order, the lowest
-    estimates first): the resweep settles most groups by their time floors, and a pass
-    over every unswept group took the whole limit there."""
+    """The kind memory floor (_kind_memory_floor) of unswept groups while the search's clock
+    is below `limit` (arithmetic on the layer costs), so that the close
+    (_settle_pending_memory) finds them computed whenever it runs. Without an incumbent's
+    time to beat (objective bubble), every group's in sweep order. With one, only what can
+    raise the bound of the unswept groups, within tuning.cut_floors_share of the time left
+    (_least_first): a pass over every unswept group took the whole limit on DeepSeek-V3 on
+    2,048 GPUs (~300,000 groups at the first cut) and left its bound where it was."""
     if request.search.mode == "exhaustive":
         return
     bound = time_bound_s(request, out)
-    enough = bound * (1 - REL_TOL) if bound is not None else math.inf
     if bound is not None:
         limit = min(limit, out.now() + out.tuning.cut_floors_share * (limit - out.now()))
+        _least_first(request, src, out, limit, bound * (1 - REL_TOL))
+        return
     for members in out.pending:
         if out.now() >= limit:
             return
-        if _known_time_floor(request, src, out, members) >= enough:
-            continue
         _kind_memory_floor(request, src, out, members, known=False)
+
+
+def _least_first(
+    request: PlanRequest, src: CostSource, out: Outcome, limit: float, enough: float
+) -> None:
+    """Best first, the unswept groups below `enough` by their known time floor
+    (_known_time_floor): the least one gets, one per turn, its expert floor
+    (_expert_floor), its kind memory floor (over the cap: the close settles it), its work
+    floor (_work_floor) and its group time floor (_group_time_floor), the last two kept in
+    out.pending_floors as _pending_floor keeps a group's floor (its floor from then on), and
+    goes back in the queue at its floor after each. The first group that comes out of the
+    queue with all four known, none settling it, holds the bound of
+    the unswept groups (every other one's floor is at least its own), and the pass stops
+    there, or at `limit`."""
+    heap = []
+    for i, members in enumerate(out.pending):
+        if bubble_closed(request, out, members[0].pp):  # settled whatever its floors
+            continue
+        floor = _known_time_floor(request, src, out, members)
+        if floor < enough:
+            heap.append((floor, i, 0))
+    heapq.heapify(heap)
+    while heap and out.now() < limit:
+        floor, i, turn = heapq.heappop(heap)
+        members = out.pending[i]
+        if turn == 0:
+            floor = max(floor, _expert_floor(request, src, out, members) or 0.0)
+        elif turn == 1:
+            memory = _kind_memory_floor(request, src, out, members, known=False)
+            if memory is not None and _over_cap(request, memory):
+                continue
+        elif turn in (2, 3):
+            # the kinds' work floor, then the group's own (its representatives' inputs)
+            own = (
+                _work_floor(request, src, out, members)
+                if turn == 2
+                else _group_time_floor(request, src, members, enough)
+            )
+            if own is not None:
+                floor = max(floor, own)
+                out.pending_floors[id(members)] = floor
+        else:
+            return
+        if floor < enough:
+            heapq.heappush(heap, (floor, i, turn + 1))
+
+
+def _group_time_floor(
+    request: PlanRequest, src: CostSource, members: list[Config], enough: float
+) -> float | None:
+    """The time part of _group_floors (valid for every member; one at or above `enough`
+    may stop short of its whole-layer floors)."""
+    floors = _group_floors(request, src, members, enough)
+    return floors[1] if floors is not None else None
 
 
 def _known_time_floor(

@@ -25,6 +25,8 @@ follow fails there.
 
 from __future__ import annotations
 
+import operator
+
 from planner.catalog.models import HEAD
 from planner.cost.comm import Link, all_reduce_s, all_to_all_s, tp_link
 from planner.cost.folded import FoldedLinks, cp_times, ep_time, folded_links
@@ -285,13 +287,16 @@ def _backward_and_tp(
 MemoryKey = tuple[int, int, bool, int, int, int, int, int, int, tuple[str, ...], bool]
 
 
+_SCHEDULE = operator.attrgetter("schedule")
+
+
 def group_memory_key(members: list[Config]) -> MemoryKey:
     """The memory_key of a sweep group (its members share every term but the schedule and
     vpp): `shared` where some member puts the first and the last stage on one rank
     (planner.schedules.stage_to_rank)."""
     # stage_to_rank puts stage s on rank s % pp except zbv's V, whose last stage is on
     # rank 0 with the first
-    shared = members[0].pp == 1 or any(c.schedule == "zbv" for c in members)
+    shared = members[0].pp == 1 or "zbv" in map(_SCHEDULE, members)
     return memory_key(members[0], shared)
 
 

@@ -37,7 +37,8 @@ class SearchTuning:
       share of the limit and that many configurations scored per alternative asked.
     - `progress_every_s`: seconds of the search's clock between two progress reports.
     - `cut_floors_share`: of the time left when the sweep is cut short with an incumbent,
-      what the kind memory floors of the unswept groups may use (driver._memory_floors_of).
+      what the best-first pass over the unswept groups' floors may use
+      (driver._memory_floors_of, driver._least_first).
     - `finish_slack_s`: seconds past search.time_limit_s in which the final bound may still
       compute the work floors of groups never swept (one cost-model call per work kind not
       yet seen); past it, such a group counts only a floor already known (else 0, still a

@@ -772,21 +772,26 @@ def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit
     """The kind memory floor (_kind_memory_floor) of unswept groups while the search's clock
     is below `limit` (arithmetic on the layer costs), so that the close
     (_settle_pending_memory) finds them computed whenever it runs. Without an incumbent's
-    time to beat (objective bubble), every group's in sweep order. With one, only what can
-    raise the bound of the unswept groups, within tuning.cut_floors_share of the time left
-    (_least_first): a pass over every unswept group took the whole limit on DeepSeek-V3 on
-    2,048 GPUs (~300,000 groups at the first cut) and left its bound where it was."""
+    time to beat (objective bubble), every group's in sweep order. With one, first what can
+    raise the bound of the unswept groups (_least_first), then the others below it by their
+    known floor in sweep order, all within tuning.cut_floors_share of the time left: a pass
+    over every unswept group took the whole limit on DeepSeek-V3 on 2,048 GPUs (~300,000
+    groups at the first cut) and left its bound where it was."""
     if request.search.mode == "exhaustive":
         return
     bound = time_bound_s(request, out)
+    enough = math.inf
     if bound is not None:
         limit = min(limit, out.now() + out.tuning.cut_floors_share * (limit - out.now()))
-        _least_first(request, src, out, limit, bound * (1 - REL_TOL))
-        return
+        enough = bound * (1 - REL_TOL)
+        _least_first(request, src, out, limit, enough)
+    # then, while time is left, the other groups' in sweep order (the close settles those
+    # over the cap: a search whose every group is settled is OPTIMAL)
     for members in out.pending:
         if out.now() >= limit:
             return
-        _kind_memory_floor(request, src, out, members, known=False)
+        if bound is None or _known_time_floor(request, src, out, members) < enough:
+            _kind_memory_floor(request, src, out, members, known=False)
 
 
 def _least_first(

@@ -25,8 +25,10 @@ follow fails there.
 
 from __future__ import annotations
 
+import operator
+
 from planner.catalog.models import HEAD
-from planner.cost.comm import Link, all_reduce_s, tp_link
+from planner.cost.comm import Link, all_reduce_s, all_to_all_s, tp_link
 from planner.cost.folded import FoldedLinks, cp_times, ep_time, folded_links
 from planner.cost.memory import buffer_bytes, static_bytes
 from planner.cost.partition import MODE_INDEX, SPLIT_BACKWARD
@@ -136,15 +138,99 @@ def coarse_work(request: PlanRequest, src: CostSource, key: CoarseKey) -> tuple[
 
 
 def _floor_layer_times(
-    cost: LayerCost, tp: int, tlink: Link, split: bool
+    cost: LayerCost, tp: int, tlink: Link, split: bool, ep_dir: float = 0.0
 ) -> tuple[float, float, float]:
-    """_layer_times' terms at or below every kind's (coarse_work)."""
+    """_layer_times' terms at or below every kind's (coarse_work), with `ep_dir` at most the
+    kinds' expert communication in each direction (expert_work; 0: left out, exactly the
+    coarse terms, as x + 0.0 == x)."""
     bw_i, bw_w, tp_dir = _backward_and_tp(cost, tp, tlink, split)
     cp_fw = cp_bw = 0.0
     if cost.cp_gather_fw_s > 0:  # Megatron's all-gather core: its difference from the ring's
         cp_fw = min(0.0, cost.cp_gather_fw_s - cost.attention_fw_s)
         cp_bw = min(0.0, cost.cp_gather_bw_s - cost.attention_bw_s)
-    return cost.fw_s + (tp_dir + cp_fw), bw_i + (tp_dir + cp_bw), bw_w
+    # (tp_dir + cp) + ep_dir: the order of _layer_times' fw_comm and bw_comm
+    return cost.fw_s + ((tp_dir + cp_fw) + ep_dir), bw_i + ((tp_dir + cp_bw) + ep_dir), bw_w
+
+
+# the kinds an expert floor covers: (tp, mbs, sp, cp, ep, etp), every split and cp_comm
+ExpertKey = tuple[int, int, bool, int, int, int]
+
+
+def expert_key(cfg: Config) -> ExpertKey:
+    return (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, cfg.cp, cfg.ep, cfg.etp)
+
+
+def expert_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float, float]:
+    """(W, C) floors of every kind under `cfg`'s expert_key (whatever its split backward and
+    cp_comm): coarse_work's terms plus each MoE layer's expert all-to-alls, so between
+    coarse_work's and kind_work's. Without it a group of ep > 1 has only the coarse floor
+    before kind_work, whose ep collectives (the all-to-alls crossing nodes: most of the
+    difference on DeepSeek-V3) the coarse floor drops; kind_work costs one cost-model
+    evaluation per (mbs, tp, sp, cp, ep, etp) (DeepSeek-V3 on 2,048 GPUs: ~50,000 kinds
+    below the incumbent by their coarse floor), this one per (mbs, tp, sp, cp) and
+    arithmetic per key.
+
+    The all-to-all term: ep_time's first part, 2 all_to_all_s(ep_dispatch_bytes, ep, the ep
+    group's members per node, the intra and inter links) from the kind's folded links (which
+    read tp, cp, ep and etp only, not cp_comm's choice for the ep group), in ep_time's order
+    (0.0 + that, exact), with the etp gather (>= 0) left out; each layer's ep_dispatch_bytes
+    is the busiest rank's load_imbalance T_r k h d with T_r = mbs s / (cp tp)
+    (planner.catalog.moe_work.ExpertShape.dispatch_bytes), the same at every ep > 1 and etp
+    of the point, so they are read once per (mbs, tp, sp, cp) at the first ep > 1 asked
+    (tests/planner/search/test_expert_floor.py checks that sameness on every point of the
+    MoE bench requests, and the floor against kind_work of every kind). The rest is
+    coarse_work's argument, each term no larger than kind_work's and added in its order.
+    Raises as CostSource.layer_costs does where there are no costs at the point."""
+    tp, mbs, sp, cp = coarse_key(cfg)
+    costs = src.floor_costs(micro_batch_size=mbs, tp=tp, sequence_parallel=sp, cp=cp)
+    dispatch = _dispatch_bytes(src, cfg)
+    per_request = _LINKS.get(request, dict)
+    key = (cfg.tp, cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+    links = per_request.get(key)
+    if links is None:
+        links = per_request[key] = _links(request, src, cfg)
+    tlink, folded = links
+    best_w = best_c = float("inf")
+    for split in (False, True):
+        fw = bw = bw_weight = 0.0
+        done: dict[tuple[int, float], tuple[float, float, float]] = {}
+        for cost, sent in zip(costs, dispatch, strict=True):
+            terms = done.get((id(cost), sent))
+            if terms is None:
+                ep_dir = 0.0
+                if folded is not None and folded.ep > 1 and sent > 0:
+                    ep_dir = 0.0 + 2.0 * all_to_all_s(
+                        sent,
+                        group=folded.ep,
+                        per_node=folded.ep_per_node,
+                        intra=folded.intra,
+                        inter=folded.inter,
+                    )
+                terms = _floor_layer_times(cost, tp, tlink, split, ep_dir)
+                done[(id(cost), sent)] = terms
+            fw += terms[0]
+            bw += terms[1]
+            bw_weight += terms[2]
+        best_w, best_c = min(best_w, fw + bw + bw_weight), min(best_c, fw + bw)
+    return best_w, best_c
+
+
+# per source (by identity, planner.memo's policy): (mbs, tp, sp, cp) -> each layer's
+# ep_dispatch_bytes at ep > 1 (expert_work)
+_DISPATCH: PerObject[dict[CoarseKey, tuple[float, ...]]] = PerObject()
+
+
+def _dispatch_bytes(src: CostSource, cfg: Config) -> tuple[float, ...]:
+    """Each layer's ep_dispatch_bytes at `cfg`'s (mbs, tp, sp, cp) and any ep > 1 (the same at
+    every ep > 1 and etp: expert_work); zeros at ep = 1, where no layer dispatches."""
+    if cfg.ep == 1:
+        return (0.0,) * len(src.layers)
+    per_source = _DISPATCH.get(src, dict)
+    key = coarse_key(cfg)
+    known = per_source.get(key)
+    if known is None:
+        known = per_source[key] = tuple(c.ep_dispatch_bytes for c in _layer_costs(src, cfg))
+    return known
 
 
 def _links(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[Link, FoldedLinks | None]:
@@ -201,13 +287,16 @@ def _backward_and_tp(
 MemoryKey = tuple[int, int, bool, int, int, int, int, int, int, tuple[str, ...], bool]
 
 
+_SCHEDULE = operator.attrgetter("schedule")
+
+
 def group_memory_key(members: list[Config]) -> MemoryKey:
     """The memory_key of a sweep group (its members share every term but the schedule and
     vpp): `shared` where some member puts the first and the last stage on one rank
     (planner.schedules.stage_to_rank)."""
     # stage_to_rank puts stage s on rank s % pp except zbv's V, whose last stage is on
     # rank 0 with the first
-    shared = members[0].pp == 1 or any(c.schedule == "zbv" for c in members)
+    shared = members[0].pp == 1 or "zbv" in map(_SCHEDULE, members)
     return memory_key(members[0], shared)
 
 

@@ -36,6 +36,9 @@ class SearchTuning:
     - `alternatives_share`, `alternative_tries`: the alternatives pass (top_k), at most that
       share of the limit and that many configurations scored per alternative asked.
     - `progress_every_s`: seconds of the search's clock between two progress reports.
+    - `cut_floors_share`: of the time left when the sweep is cut short with an incumbent,
+      what the best-first pass over the unswept groups' floors may use
+      (driver._memory_floors_of, driver._least_first).
     - `finish_slack_s`: seconds past search.time_limit_s in which the final bound may still
       compute the work floors of groups never swept (one cost-model call per work kind not
       yet seen); past it, such a group counts only a floor already known (else 0, still a
@@ -99,6 +102,7 @@ class SearchTuning:
     alternative_tries: int = 4
     progress_every_s: float = 0.1
     finish_slack_s: float = 0.25
+    cut_floors_share: float = 0.1
     lp_rounds: int = 10
     lp_shift_rounds: int = 3
     lp_stall: float = 0.05
@@ -136,6 +140,7 @@ class SearchTuning:
             "probe_share": self.probe_share,
             "branch_share": self.branch_share,
             "lp_stall": self.lp_stall,
+            "cut_floors_share": self.cut_floors_share,
         }
         for name, value in shares.items():
             if not 0.0 <= value <= 1.0:

@@ -1202,15 +1202,17 @@ def _probe(
 def _separate_solves(inputs: PartitionInputs, tuning: SearchTuning, *, hard: bool) -> int:
     """LP solves for separate_lp in a proving call: tuning.lp_separate_solves in a hard proof
     (a configuration an earlier, capped call left unsettled); in a first call as many as keep
-    the separation's simulations (one schedule each) under tuning.lp_action_budget, the
-    simulation work of one cutting-plane round (_moves). Where the schedule is small its
+    their work under tuning.lp_action_budget (the simulation work of one cutting-plane round,
+    _moves), each solve counted as one simulation of the schedule (its actions) and one LP
+    re-solve (its cells, stages x layers). Where the configuration is small, its LP
     optimum's own fill and drain (the p2p zig-zag of a short pipeline, stages of about two
-    layers) are what the LP misses, and a hundred cheap solves settle it before any
-    branching; where it is large, a first call leaves them to the hard proof."""
+    layers) are what the LP misses, and tens of cheap solves settle it before any
+    branching; where it is large, the time goes to probing and the branching's floors
+    first, and the separation to the hard proof."""
     if hard:
         return tuning.lp_separate_solves
-    actions = num_actions(schedule_of(inputs))
-    return min(tuning.lp_separate_solves, tuning.lp_action_budget // max(1, actions))
+    work = num_actions(schedule_of(inputs)) + inputs.num_stages * inputs.num_layers
+    return min(tuning.lp_separate_solves, tuning.lp_action_budget // max(1, work))
 
 
 def _share(time_left: Callable[[], float], share: float) -> Callable[[], float]:

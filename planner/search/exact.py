@@ -368,10 +368,8 @@ def solve_config(
     cells = inputs.num_stages * inputs.num_layers
     if limit is not None and cells <= tuning.lp_max_cells:
         rounds = tuning.lp_rounds if split == "any" and not known.paths else 0
-        # a configuration that an earlier, capped call left unsettled is a hard proof: there
-        # the LP's own paths (separate_lp) are worth their solves
-        hard = bool(known.paths)
-        if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning, hard):
+        separate = _separate_solves(inputs, tuning, hard=bool(known.paths))
+        if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning, separate):
             return _finish(col, _settled(result, bound_s), modes, split, limits, tuning, ties=ties)
     if not prove:  # the cheap phases only (the driver's visit of the improve pass's incumbent)
         result.status = "FEASIBLE" if result.best is not None else "UNKNOWN"
@@ -446,10 +444,11 @@ def _lp_settles(
     polish: bool,
     limits: SolveLimits,
     tuning: SearchTuning,
-    separate: bool = False,
+    separate: int = 0,
 ) -> bool:
     """The LP phases in order (lp_phase, then probe_phase once per configuration, then,
-    when proving, with `separate` separate_lp and probe_phase again, then branch_phase);
+    when proving, separate_lp with at most `separate` solves and probe_phase again, then
+    branch_phase);
     True if one shows nothing beats the bound. The domains they prove are kept in
     `col.result` for CP-SAT and later calls."""
     result, time_left = col.result, limits.time_left
@@ -516,7 +515,7 @@ def _lp_settles(
     # (they hold every better partition, so its value there is a floor), for the branching
     # and CP-SAT after it.
     bound = limit()
-    if separate and bound is not None and tuning.lp_separate_solves > 0:
+    if separate > 0 and bound is not None:
         if result.domains is not None:
             lp.count_run(counted_run(col.inputs))
             lp.set_count_bounds(result.domains)
@@ -527,7 +526,7 @@ def _lp_settles(
                 point,
                 col.add_cut,
                 bound,
-                tuning.lp_separate_solves,
+                separate,
                 time_left,
                 result.prove_floor,
             )
@@ -1198,6 +1197,22 @@ def _probe(
     before = len(seeds)
     scored = consider(part)
     return scored, sum(lp.add_cut(cut) for cut in seeds[before:])
+
+
+def _separate_solves(inputs: PartitionInputs, tuning: SearchTuning, *, hard: bool) -> int:
+    """LP solves for separate_lp in a proving call: tuning.lp_separate_solves in a hard proof
+    (a configuration an earlier, capped call left unsettled); in a first call as many as keep
+    their work under tuning.lp_action_budget (the simulation work of one cutting-plane round,
+    _moves), each solve counted as one simulation of the schedule (its actions) and one LP
+    re-solve (its cells, stages x layers). Where the configuration is small, its LP
+    optimum's own fill and drain (the p2p zig-zag of a short pipeline, stages of about two
+    layers) are what the LP misses, and tens of cheap solves settle it before any
+    branching; where it is large, the time goes to probing and the branching's floors
+    first, and the separation to the hard proof."""
+    if hard:
+        return tuning.lp_separate_solves
+    work = num_actions(schedule_of(inputs)) + inputs.num_stages * inputs.num_layers
+    return min(tuning.lp_separate_solves, tuning.lp_action_budget // max(1, work))
 
 
 def _share(time_left: Callable[[], float], share: float) -> Callable[[], float]:

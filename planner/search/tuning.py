@@ -55,7 +55,9 @@ class SearchTuning:
       branching supply; where the best is further off, the rounds' neighbours are how the
       configuration's paths are learnt, and they run on.
     - `lp_separate_solves`: LP solves of the cutting planes at the LP's own optimum
-      (exact.separate_lp), at most, before the first rounding round.
+      (exact.separate_lp), at most; in a configuration's first proving call also at most
+      `lp_action_budget` / (its schedule's actions + stages x layers)
+      (exact._separate_solves).
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.

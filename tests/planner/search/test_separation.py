@@ -39,9 +39,7 @@ def test_first_call_with_separation_matches_the_oracle(seed: int) -> None:
     """A first call (no known paths) runs separate_lp too where the schedule is small
     (exact._separate_solves: these inputs' schedules all get solves) and still finds the
     oracle's optimum, never proving a floor above it."""
-    rng = random.Random(7700 + seed)  # the inputs of the second-call test above
-    schedule, vpp = SCHEDULES[seed % len(SCHEDULES)]
-    inputs = three_mode_inputs(rng, schedule, vpp)
+    _, inputs = three_mode_case(7700, seed)  # the inputs of the second-call test above
     assert _separate_solves(inputs, TUNING, hard=False) > 0
     oracle = exhaustive_config(inputs, modes=THREE).best
     # a bound above the optimum and no hints: the phases before CP-SAT, separation among

@@ -36,6 +36,7 @@ import math
 import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from planner.cost import (
     MODE_INDEX,
@@ -609,17 +610,7 @@ def _coarse_floor(
     it was never evaluated."""
     cfg = members[0]
     key = coarse_key(cfg)
-    if key not in out.coarse_kinds:
-        if known:
-            return None
-        try:
-            out.coarse_kinds[key] = coarse_work(request, src, key)
-        except (SpecError, ValueError):
-            out.coarse_kinds[key] = None
-    wc = out.coarse_kinds[key]
-    if wc is None:
-        return None
-    return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+    return _kept_floor(cfg, out.coarse_kinds, key, lambda: coarse_work(request, src, key), known)
 
 
 def _expert_floor(
@@ -639,14 +630,27 @@ def _expert_floor(
     if cfg.ep == 1:
         return None
     key = expert_key(cfg)
-    if key not in out.expert_kinds:
+    return _kept_floor(cfg, out.expert_kinds, key, lambda: expert_work(request, src, cfg), known)
+
+
+def _kept_floor(
+    cfg: Config,
+    kept: dict[Any, tuple[float, float] | None],
+    key: object,
+    work: Callable[[], tuple[float, float]],
+    known: bool,
+) -> float | None:
+    """max(m W / pp, C) of cfg's group from the (W, C) kept under `key` in `kept`, computed
+    by `work` on first use (None kept where the cost source has no costs there); None
+    where there are none, or, with `known`, where `key` was never computed."""
+    if key not in kept:
         if known:
             return None
         try:
-            out.expert_kinds[key] = expert_work(request, src, cfg)
+            kept[key] = work()
         except (SpecError, ValueError):
-            out.expert_kinds[key] = None
-    wc = out.expert_kinds[key]
+            kept[key] = None
+    wc = kept[key]
     if wc is None:
         return None
     return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])

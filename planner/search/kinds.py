@@ -77,12 +77,7 @@ def kind_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float
     model would refuse may lower a group's floor, never raise it). Raises SpecError or
     ValueError where the cost source has no costs for the point."""
     costs = _layer_costs(src, cfg)
-    per_request = _LINKS.get(request, dict)
-    key = (cfg.tp, cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
-    links = per_request.get(key)
-    if links is None:
-        links = per_request[key] = _links(request, src, cfg)
-    tlink, folded = links
+    tlink, folded = _links_of(request, src, cfg)
     split = cfg.schedule in SPLIT_BACKWARD
     fw = bw = bw_weight = 0.0
     done: dict[int, tuple[float, float, float]] = {}  # a kind's layers share one LayerCost
@@ -184,12 +179,7 @@ def expert_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[flo
     tp, mbs, sp, cp = coarse_key(cfg)
     costs = src.floor_costs(micro_batch_size=mbs, tp=tp, sequence_parallel=sp, cp=cp)
     dispatch = _dispatch_bytes(src, cfg)
-    per_request = _LINKS.get(request, dict)
-    key = (cfg.tp, cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
-    links = per_request.get(key)
-    if links is None:
-        links = per_request[key] = _links(request, src, cfg)
-    tlink, folded = links
+    tlink, folded = _links_of(request, src, cfg)
     best_w = best_c = float("inf")
     for split in (False, True):
         fw = bw = bw_weight = 0.0
@@ -252,6 +242,18 @@ def _links(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[Link, Fo
 _LINKS: PerObject[dict[tuple[int, int, str, int, int], tuple[Link, FoldedLinks | None]]] = (
     PerObject()
 )
+
+
+def _links_of(
+    request: PlanRequest, src: CostSource, cfg: Config
+) -> tuple[Link, FoldedLinks | None]:
+    """_links of cfg's (tp, cp, cp_comm, ep, etp), computed once per request (_LINKS)."""
+    per_request = _LINKS.get(request, dict)
+    key = (cfg.tp, cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
+    links = per_request.get(key)
+    if links is None:
+        links = per_request[key] = _links(request, src, cfg)
+    return links
 
 
 def _layer_times(

@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,7 +342,7 @@ def run_search(
     docstring, "Time")."""
     start = clock() if clock is not None else 0.0  # the enumeration is charged too
     src = resolve_costs(request)
-    groups = enumerate_groups(request, num_layers=len(src.layers))  # sweep_groups' groups
+    groups = enumerate_groups(request, num_layers=len(src.layers))
     with frozen_for_gc():
         return _search(request, src, groups, start, on_progress, clock, cpu_clock, tuning)
 
@@ -654,32 +654,6 @@ def _kept_floor(
     if wc is None:
         return None
     return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
-
-
-def sweep_groups(configs: Iterable[Config]) -> list[list[Config]]:
-    """The sweep's groups, in first-seen order: configurations with the same degrees,
-    micro-batch size, ZeRO stage, cp/ep folding, sequence parallelism and recompute modes
-    (what the group floors are computed for)."""
-    groups: dict[tuple[object, ...], list[Config]] = {}
-    for cfg in configs:
-        groups.setdefault(_GROUP_KEY(cfg), []).append(cfg)
-    return list(groups.values())
-
-
-# what sweep_groups groups by, read in one call (708,886 configurations on Qwen3 235B)
-_GROUP_KEY = operator.attrgetter(
-    "tp",
-    "pp",
-    "dp",
-    "micro_batch_size",
-    "zero_stage",
-    "cp",
-    "cp_comm",
-    "ep",
-    "etp",
-    "sequence_parallel",
-    "modes",
-)
 
 
 def _sweep_order(

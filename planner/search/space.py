@@ -188,12 +188,12 @@ def enumerate_groups(request: PlanRequest, *, num_layers: int) -> list[list[Conf
     """enumerate_configs' configurations grouped as the sweep groups them (the same degrees,
     micro-batch size, ZeRO, cp_comm, ep, etp, sp and recompute modes: they differ in schedule
     and vpp alone), in the order each group's first member comes in enumerate_configs, each
-    group's members in that order too: what driver.sweep_groups makes of enumerate_configs,
-    built without the dictionary over every configuration (3,296,816 on DeepSeek-V3 on
-    2,048 GPUs). Within one (tp, cp, pp, dp, mbs) every group holds one member per (schedule,
-    vpp) of that block before a framework's check; enumerate_configs takes them schedule
-    first, so a group whose first members the check drops comes later, at its first kept
-    member's schedule."""
+    group's members in that order too: enumerate_configs grouped by those fields in
+    first-seen order, built without a dictionary over every configuration (3,296,816 on
+    DeepSeek-V3 on 2,048 GPUs). Within one (tp, cp, pp, dp, mbs) every group holds one
+    member per (schedule, vpp) of that block before a framework's check; enumerate_configs
+    takes them schedule first, so a group whose first members the check drops comes later,
+    at its first kept member's schedule."""
     with _no_gc():
         check = _checker(request) if request.constraints.framework is not None else None
         out: list[list[Config]] = []

@@ -4,8 +4,9 @@ floor, and the per-rank / per-stage block counts the count domains bound."""
 
 from __future__ import annotations
 
+import operator
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from planner.cost import PartitionInputs, PartitionScore
@@ -18,6 +19,7 @@ from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.model import layer_runs
 from planner.search.partition import Partition, durations_of, schedule_of, score
 from planner.search.paths import PathCut, critical_path, seed_cuts
+from planner.search.space import Config
 from planner.specs.base import RecomputeMode, ScheduleName
 
 SCHEDULES: list[tuple[ScheduleName, int]] = [
@@ -290,3 +292,28 @@ def solved_case(
     if best is None:
         return None
     return SolvedCase(inputs, best, path_cuts(inputs, rng, random_partitions=random_partitions))
+
+
+# what the sweep groups configurations by (space.enumerate_groups): all but schedule and vpp
+_SWEEP_KEY = operator.attrgetter(
+    "tp",
+    "pp",
+    "dp",
+    "micro_batch_size",
+    "zero_stage",
+    "cp",
+    "cp_comm",
+    "ep",
+    "etp",
+    "sequence_parallel",
+    "modes",
+)
+
+
+def sweep_grouped(configs: Iterable[Config]) -> list[list[Config]]:
+    """The reference grouping space.enumerate_groups must equal: configurations with the
+    same _SWEEP_KEY, groups in first-seen order, members in their order."""
+    groups: dict[tuple[object, ...], list[Config]] = {}
+    for cfg in configs:
+        groups.setdefault(_SWEEP_KEY(cfg), []).append(cfg)
+    return list(groups.values())

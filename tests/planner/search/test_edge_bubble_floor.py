@@ -22,7 +22,7 @@ from planner.search.space import enumerate_configs
 from planner.specs.base import RecomputeMode
 from planner.specs.model import ActionOverhead
 
-from .cases import ALL_SCHEDULES, pipeline_inputs
+from .cases import ALL_SCHEDULES, pipeline_inputs, sweep_grouped
 from .random_requests import random_request
 
 SPLIT = ("zb-h1", "zbv")
@@ -126,7 +126,7 @@ def test_group_floor_on_every_group_of_random_requests() -> None:
         configs = list(enumerate_configs(request, num_layers=len(src.layers)))
         out = driver.Outcome(entries=[], best=None, status="OPTIMAL")
         terms: dict[tuple[object, ...], object] = {}
-        for members in driver.sweep_groups(configs):
+        for members in sweep_grouped(configs):
             floor = driver._group_edge_floor(request, src, out, members, known=False)
             if floor is None:
                 continue

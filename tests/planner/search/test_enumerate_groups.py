@@ -1,5 +1,5 @@
 """space.enumerate_groups builds the sweep's groups during the enumeration: the same groups,
-in the same order, with the same members in the same order, as driver.sweep_groups makes of
+in the same order, with the same members in the same order, as cases.sweep_grouped makes of
 enumerate_configs' list (which groups them with a dictionary over every configuration)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from planner.cost import resolve_costs
-from planner.search.driver import sweep_groups
 from planner.search.space import enumerate_configs, enumerate_groups
 from planner.specs import PlanRequest
 
+from .cases import sweep_grouped
 from .test_space_frameworks import request
 
 CASES = Path(__file__).resolve().parents[3] / "bench" / "cases"
@@ -39,7 +39,7 @@ def test_groups_are_sweep_groups_of_the_configurations(name: str) -> None:
     req = REQUESTS[name]
     n = len(resolve_costs(req).layers)
     groups = enumerate_groups(req, num_layers=n)
-    assert groups == sweep_groups(enumerate_configs(req, num_layers=n))
+    assert groups == sweep_grouped(enumerate_configs(req, num_layers=n))
     assert all(groups)
 
 
@@ -55,7 +55,7 @@ def test_a_group_whose_leading_members_are_dropped_comes_at_its_first_kept_one(
         lambda _: lambda c: ["dropped"] if c.zero_stage == 0 and c.schedule == "1f1b" else [],
     )
     groups = enumerate_groups(req, num_layers=n)
-    assert groups == sweep_groups(enumerate_configs(req, num_layers=n))
+    assert groups == sweep_grouped(enumerate_configs(req, num_layers=n))
     # the check changed the order: a block's ZeRO-0 groups (1f1b dropped) come after its
     # ZeRO-1 ones (product order: ZeRO-0 first)
     z0 = next(i for i, g in enumerate(groups) if g[0].zero_stage == 0 and g[0].pp > 1)

@@ -21,9 +21,8 @@ from planner.search.bounds import (
     least_inflight,
     restricted,
 )
-from planner.search.driver import sweep_groups
 from planner.search.kinds import group_memory_key, kind_memory_floor_bytes
-from planner.search.space import enumerate_configs
+from planner.search.space import enumerate_groups
 from planner.specs import PlanRequest
 
 from .random_folded import random_folded_request
@@ -37,7 +36,7 @@ def _check(request: PlanRequest, limit: int, members_each: int = 6) -> int:
     of its members (every member where the group is that small); returns the members
     compared."""
     src = resolve_costs(request)
-    groups = sweep_groups(enumerate_configs(request, num_layers=len(src.layers)))
+    groups = enumerate_groups(request, num_layers=len(src.layers))
     rng = random.Random(0)
     rng.shuffle(groups)
     compared = 0

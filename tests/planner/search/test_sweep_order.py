@@ -19,9 +19,8 @@ from planner.search.driver import (
     Outcome,
     _coarse_floor,
     _sweep_order,
-    sweep_groups,
 )
-from planner.search.space import Config, enumerate_configs
+from planner.search.space import Config, enumerate_groups
 from planner.specs import PlanRequest
 
 CASES = Path(__file__).resolve().parents[3] / "bench" / "cases"
@@ -29,7 +28,7 @@ CASES = Path(__file__).resolve().parents[3] / "bench" / "cases"
 
 def _groups(request: PlanRequest) -> list[list[Config]]:
     src = resolve_costs(request)
-    return sweep_groups(enumerate_configs(request, num_layers=len(src.layers)))
+    return enumerate_groups(request, num_layers=len(src.layers))
 
 
 def _request(name: str, **changes: object) -> PlanRequest:

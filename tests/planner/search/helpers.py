@@ -62,3 +62,29 @@ def gpt_request(**over: Any) -> PlanRequest:
     }
     doc.update(over)
     return PlanRequest.model_validate(doc)
+
+
+LLAMA: dict[str, Any] = {
+    "family": "llama",
+    "name": "llama-1b",
+    "num_layers": 16,
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_kv_heads": 8,
+    "ffn_hidden_size": 8192,
+    "vocab_size": 32000,
+}
+
+
+def framework_request(
+    framework: str | None, model: dict[str, Any] = LLAMA, **constraints: object
+) -> PlanRequest:
+    """`model` on 16 H100s, global batch 24 of 2,048 tokens, for `framework`."""
+    return PlanRequest.model_validate(
+        {
+            "model": model,
+            "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 16, "gpus_per_node": 8},
+            "training": {"global_batch_size": 24, "seq_length": 2048},
+            "constraints": {"framework": framework, **constraints},
+        }
+    )

@@ -13,7 +13,7 @@ from planner.search.space import enumerate_configs, enumerate_groups
 from planner.specs import PlanRequest
 
 from .cases import sweep_grouped
-from .test_space_frameworks import request
+from .helpers import framework_request as request
 
 CASES = Path(__file__).resolve().parents[3] / "bench" / "cases"
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import operator
 
 from planner.catalog.models import HEAD
+from planner.catalog.ring_attention import ring_attention_for
 from planner.cost.comm import Link, all_reduce_s, all_to_all_s, tp_link
 from planner.cost.folded import FoldedLinks, cp_times, ep_time, folded_links
 from planner.cost.memory import buffer_bytes, static_bytes
@@ -225,15 +226,19 @@ def _dispatch_bytes(src: CostSource, cfg: Config) -> tuple[float, ...]:
 
 def _links(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[Link, FoldedLinks | None]:
     """The TP link and, with cp, ep or etp above 1, the folded links, as build_inputs takes
-    them (at the request's achieved link fraction). Their cp, ep and etp links depend on
-    (tp, cp, cp_comm, ep, etp) only; dp enters only the gradient links, which W and C do
-    not read."""
+    them (at the request's achieved link fraction, with the framework's ring attention:
+    torch's exposes other K/V exchange times than Megatron-Core's). Their cp, ep and etp
+    links depend on (tp, cp, cp_comm, ep, etp) only; dp enters only the gradient links,
+    which W and C do not read."""
     achieved = request_efficiency(request).link_fraction
     tlink = tp_link(request.cluster, tp=cfg.tp).achieved(achieved)
     if not (cfg.cp > 1 or cfg.ep > 1 or cfg.etp > 1):
         return tlink, None
     experts = src.arch is not None and src.arch.moe is not None
-    folded = folded_links(request.cluster, cfg.candidate(), achieved=achieved, experts=experts)
+    ring = ring_attention_for(request.constraints.framework)
+    folded = folded_links(
+        request.cluster, cfg.candidate(), achieved=achieved, experts=experts, ring=ring
+    )
     return tlink, folded
 
 

@@ -51,6 +51,7 @@ def _check(request: PlanRequest, limit: int) -> int:
         "moe-mixtral-8x7b-64xh100",
         "moe-qwen3-30b-a3b-8xh100",
         "cp-llama3-405b-131k-8192xh100",
+        "cp-llama3.1-8b-32k-8xh100-torchtitan",
         "llama2-7b-8xa100",
     ],
 )

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from planner.catalog.ring_attention import MEGATRON_CORE, RingAttention
 from planner.cost.comm import (
@@ -75,6 +76,43 @@ class FoldedLinks:
     ring: RingAttention = MEGATRON_CORE  # the framework's cp implementation
 
 
+class CpGroup(Protocol):
+    """What cp_times reads of a candidate's links: its cp group's degree, exchange, ring
+    implementation and links (FoldedLinks, or CpLinks where nothing else is known)."""
+
+    @property
+    def cp(self) -> int: ...
+    @property
+    def cp_comm(self) -> str: ...
+    @property
+    def cp_ring(self) -> Link: ...
+    @property
+    def cp_gather(self) -> Link: ...
+    @property
+    def ring(self) -> RingAttention: ...
+
+
+@dataclass(frozen=True)
+class CpLinks:
+    """A cp group's links alone (CpGroup): they read tp and cp only (cp_group_links), not ep,
+    etp or dp, so one serves every candidate of a (tp, cp) point."""
+
+    cp: int
+    cp_comm: str
+    cp_ring: Link
+    cp_gather: Link
+    ring: RingAttention = MEGATRON_CORE
+
+
+def cp_group_links(cluster: ClusterSpec, *, tp: int, cp: int, achieved: float) -> tuple[Link, Link]:
+    """(ring p2p link, all-gather link) of the cp group: cp ranks tp apart, at `achieved` of
+    their bandwidth."""
+    return (
+        ring_p2p_link(cluster, stride=tp, size=cp).achieved(achieved),
+        strided_link(cluster, stride=tp, size=cp).achieved(achieved),
+    )
+
+
 def folded_links(
     cluster: ClusterSpec,
     c: Candidate,
@@ -91,13 +129,14 @@ def folded_links(
     dense = strided_link(cluster, stride=tp, size=c.dp * cp).achieved(achieved)
     if cp == 1 and c.ep == 1 and c.etp == 1 and not experts:
         return FoldedLinks(1, c.cp_comm, 1, 1, dense, dense, 1, dense, dense, dense, dense, dense)
+    cp_ring, cp_gather = cp_group_links(cluster, tp=tp, cp=cp, achieved=achieved)
     return FoldedLinks(
         cp=cp,
         cp_comm=c.cp_comm,
         ep=c.ep,
         etp=c.etp,
-        cp_ring=ring_p2p_link(cluster, stride=tp, size=cp).achieved(achieved),
-        cp_gather=strided_link(cluster, stride=tp, size=cp).achieved(achieved),
+        cp_ring=cp_ring,
+        cp_gather=cp_gather,
         ep_per_node=members_per_node(cluster, stride=c.etp, size=c.ep),
         intra=intra_link(cluster).achieved(achieved),
         inter=inter_link(cluster).achieved(achieved),
@@ -108,7 +147,7 @@ def folded_links(
     )
 
 
-def cp_times(cost: LayerCost, links: FoldedLinks) -> tuple[float, float]:
+def cp_times(cost: LayerCost, links: CpGroup) -> tuple[float, float]:
     """(forward, backward) seconds of the layer's K/V exchange that compute does not hide."""
     cp, kv = links.cp, cost.cp_kv_bytes
     if cp <= 1 or kv <= 0:
@@ -130,7 +169,7 @@ def cp_times(cost: LayerCost, links: FoldedLinks) -> tuple[float, float]:
     return fw, bw
 
 
-def _torch_cp_times(cost: LayerCost, links: FoldedLinks) -> tuple[float, float]:
+def _torch_cp_times(cost: LayerCost, links: CpGroup) -> tuple[float, float]:
     """torch's ring (module docstring): what its kernels do not hide."""
     cp, kv = links.cp, cost.cp_kv_bytes
     step_fw, step_bw = cost.attention_fw_s / cp, cost.attention_bw_s / cp

@@ -30,12 +30,19 @@ import operator
 from planner.catalog.models import HEAD
 from planner.catalog.ring_attention import ring_attention_for
 from planner.cost.comm import Link, all_reduce_s, all_to_all_s, tp_link
-from planner.cost.folded import FoldedLinks, cp_times, ep_time, folded_links
+from planner.cost.folded import (
+    CpLinks,
+    FoldedLinks,
+    cp_group_links,
+    cp_times,
+    ep_time,
+    folded_links,
+)
 from planner.cost.memory import buffer_bytes, static_bytes
 from planner.cost.partition import MODE_INDEX, SPLIT_BACKWARD
 from planner.cost.source import CostSource, request_efficiency
 from planner.memo import PerObject
-from planner.search.space import Config
+from planner.search.space import Config, cp_comms
 from planner.specs.model import LayerCost
 from planner.specs.request import PlanRequest
 
@@ -108,42 +115,70 @@ def coarse_work(request: PlanRequest, src: CostSource, key: CoarseKey) -> tuple[
       least of the split and the full backward is taken (W and C each);
     - tp_dir reads tp and the TP link only: the same in every kind of the key;
     - ep_dir >= 0 (all-to-all and etp gather times) is dropped;
-    - the K/V exchange: the ring's and torch's exposed times are >= 0, Megatron's all-gather
-      adds its gather (>= 0) to the gather core's difference from the ring's core
-      (planner.cost.folded.cp_times), which may be negative: min(0, that difference),
-      which the layer's costs give without the links (cp_gather_*_s, attention_*_s);
+    - the K/V exchange (planner.cost.folded.cp_times) reads the layer's attention terms
+      (the same at every ep and etp) and the cp group's links, which read tp and cp only
+      (cp_group_links): each kind's term is exactly its cp_comm's at the key, so the least
+      over the cp_comm values (of the whole sums, as over the split) is at most every kind's;
     - recompute adds >= 0 to the input-gradient backward: the least mode's is bw_i + comm.
     Raises as CostSource.layer_costs does where there are no costs at the point."""
     tp, mbs, sp, cp = key
     costs = src.floor_costs(micro_batch_size=mbs, tp=tp, sequence_parallel=sp, cp=cp)
     achieved = request_efficiency(request).link_fraction
     tlink = tp_link(request.cluster, tp=tp).achieved(achieved)
+    return _least_sums(costs, tp, tlink, _cp_options(request, tp, cp), (0.0,) * len(costs))
+
+
+def _cp_options(request: PlanRequest, tp: int, cp: int) -> tuple[CpLinks | None, ...]:
+    """The cp group's links under each cp_comm the request's configurations may use at
+    (tp, cp) (space.cp_comms), with the request's ring attention (None alone at cp = 1: no
+    exchange)."""
+    if cp == 1:
+        return (None,)
+    achieved = request_efficiency(request).link_fraction
+    ring_link, gather_link = cp_group_links(request.cluster, tp=tp, cp=cp, achieved=achieved)
+    ring = ring_attention_for(request.constraints.framework)
+    return tuple(CpLinks(cp, comm, ring_link, gather_link, ring) for comm in cp_comms(request))
+
+
+def _least_sums(
+    costs: tuple[LayerCost, ...],
+    tp: int,
+    tlink: Link,
+    options: tuple[CpLinks | None, ...],
+    ep_dirs: tuple[float, ...],
+) -> tuple[float, float]:
+    """The least (W, C) over the split backward and the cp `options` of kind_work's sums with
+    _floor_layer_times' terms (`ep_dirs`: each layer's expert communication floor)."""
     best_w = best_c = float("inf")
     for split in (False, True):
-        fw = bw = bw_weight = 0.0
-        done: dict[int, tuple[float, float, float]] = {}
-        for cost in costs:
-            terms = done.get(id(cost))
-            if terms is None:
-                terms = done[id(cost)] = _floor_layer_times(cost, tp, tlink, split)
-            fw += terms[0]
-            bw += terms[1]
-            bw_weight += terms[2]
-        best_w, best_c = min(best_w, fw + bw + bw_weight), min(best_c, fw + bw)
+        for links in options:
+            fw = bw = bw_weight = 0.0
+            done: dict[tuple[int, float], tuple[float, float, float]] = {}
+            for cost, ep_dir in zip(costs, ep_dirs, strict=True):
+                terms = done.get((id(cost), ep_dir))
+                if terms is None:
+                    terms = _floor_layer_times(cost, tp, tlink, split, links, ep_dir)
+                    done[(id(cost), ep_dir)] = terms
+                fw += terms[0]
+                bw += terms[1]
+                bw_weight += terms[2]
+            best_w, best_c = min(best_w, fw + bw + bw_weight), min(best_c, fw + bw)
     return best_w, best_c
 
 
 def _floor_layer_times(
-    cost: LayerCost, tp: int, tlink: Link, split: bool, ep_dir: float = 0.0
+    cost: LayerCost,
+    tp: int,
+    tlink: Link,
+    split: bool,
+    links: CpLinks | None,
+    ep_dir: float = 0.0,
 ) -> tuple[float, float, float]:
-    """_layer_times' terms at or below every kind's (coarse_work), with `ep_dir` at most the
-    kinds' expert communication in each direction (expert_work; 0: left out, exactly the
-    coarse terms, as x + 0.0 == x)."""
+    """_layer_times' terms under `links`' cp exchange (None: no cp), at or below every kind's
+    of that cp_comm (coarse_work), with `ep_dir` at most the kinds' expert communication in
+    each direction (expert_work; 0: left out, exactly the coarse terms, as x + 0.0 == x)."""
     bw_i, bw_w, tp_dir = _backward_and_tp(cost, tp, tlink, split)
-    cp_fw = cp_bw = 0.0
-    if cost.cp_gather_fw_s > 0:  # Megatron's all-gather core: its difference from the ring's
-        cp_fw = min(0.0, cost.cp_gather_fw_s - cost.attention_fw_s)
-        cp_bw = min(0.0, cost.cp_gather_bw_s - cost.attention_bw_s)
+    cp_fw, cp_bw = cp_times(cost, links) if links is not None else (0.0, 0.0)
     # (tp_dir + cp) + ep_dir: the order of _layer_times' fw_comm and bw_comm
     return cost.fw_s + ((tp_dir + cp_fw) + ep_dir), bw_i + ((tp_dir + cp_bw) + ep_dir), bw_w
 
@@ -179,31 +214,23 @@ def expert_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[flo
     Raises as CostSource.layer_costs does where there are no costs at the point."""
     tp, mbs, sp, cp = coarse_key(cfg)
     costs = src.floor_costs(micro_batch_size=mbs, tp=tp, sequence_parallel=sp, cp=cp)
-    dispatch = _dispatch_bytes(src, cfg)
     tlink, folded = _links_of(request, src, cfg)
-    best_w = best_c = float("inf")
-    for split in (False, True):
-        fw = bw = bw_weight = 0.0
-        done: dict[tuple[int, float], tuple[float, float, float]] = {}
-        for cost, sent in zip(costs, dispatch, strict=True):
-            terms = done.get((id(cost), sent))
-            if terms is None:
-                ep_dir = 0.0
-                if folded is not None and folded.ep > 1 and sent > 0:
-                    ep_dir = 0.0 + 2.0 * all_to_all_s(
-                        sent,
-                        group=folded.ep,
-                        per_node=folded.ep_per_node,
-                        intra=folded.intra,
-                        inter=folded.inter,
-                    )
-                terms = _floor_layer_times(cost, tp, tlink, split, ep_dir)
-                done[(id(cost), sent)] = terms
-            fw += terms[0]
-            bw += terms[1]
-            bw_weight += terms[2]
-        best_w, best_c = min(best_w, fw + bw + bw_weight), min(best_c, fw + bw)
-    return best_w, best_c
+    ep_dirs = tuple(_all_to_alls(sent, folded) for sent in _dispatch_bytes(src, cfg))
+    return _least_sums(costs, tp, tlink, _cp_options(request, tp, cp), ep_dirs)
+
+
+def _all_to_alls(sent: float, folded: FoldedLinks | None) -> float:
+    """ep_time's all-to-all part of a layer that dispatches `sent` bytes, in its order (0.0
+    + that); 0.0 without an ep group."""
+    if folded is None or folded.ep == 1 or sent <= 0:
+        return 0.0
+    return 0.0 + 2.0 * all_to_all_s(
+        sent,
+        group=folded.ep,
+        per_node=folded.ep_per_node,
+        intra=folded.intra,
+        inter=folded.inter,
+    )
 
 
 # per source (by identity, planner.memo's policy): (mbs, tp, sp, cp) -> each layer's

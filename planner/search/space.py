@@ -321,6 +321,13 @@ def _in_node(degree: int, n: int, per_node: int, cons: Constraints) -> bool:
     return n <= per_node or cons.tp_across_nodes or (degree <= per_node and per_node % degree == 0)
 
 
+def cp_comms(request: PlanRequest) -> tuple[CpComm, ...]:
+    """The K/V exchanges the request's configurations of cp > 1 may use (_cp_comms)."""
+    cons = request.constraints
+    caps = capabilities(cons.framework) if cons.framework is not None else None
+    return _cp_comms(cons, caps)
+
+
 def _cp_comms(cons: Constraints, caps: FrameworkCaps | None) -> tuple[CpComm, ...]:
     """The K/V exchanges cp > 1 may use: the constraint's, narrowed by the framework's."""
     return tuple(

@@ -22,11 +22,19 @@ from planner.catalog.moe_work import (
     expert_shape,
 )
 from planner.cost import partition_inputs, resolve_costs
+from planner.cost.folded import cp_times
 from planner.errors import SpecError
 from planner.search.bounds import restricted, time_floor_s
 from planner.search.driver import Outcome, _coarse_floor, run_search
 from planner.search.exact import REL_TOL
-from planner.search.kinds import coarse_key, coarse_work, kind_key, kind_work
+from planner.search.kinds import (
+    _layer_costs,
+    _links,
+    coarse_key,
+    coarse_work,
+    kind_key,
+    kind_work,
+)
 from planner.search.progress import SearchProgress
 from planner.search.space import Config, enumerate_configs
 from planner.specs import PlanRequest
@@ -80,6 +88,58 @@ def test_coarse_work_is_at_most_every_kind_under_it(kind: str) -> None:
 def test_coarse_work_is_at_most_the_bench_kinds(name: str) -> None:
     request = PlanRequest.model_validate_json((CASES / f"{name}.json").read_text())
     assert _check_kinds(request, 150) >= 100
+
+
+def _least_kinds(request: PlanRequest) -> tuple[int, int]:
+    """On a dense request, coarse_work equals the least kind_work under its key (W and C):
+    the key's kinds differ only in split backward and cp_comm, and the coarse floor takes
+    each cp_comm's exact K/V exchange at the key's cp links. Returns (keys with cp > 1,
+    of them with a kind whose K/V exchange takes time: dropped, it fails there)."""
+    src = resolve_costs(request)
+    least: dict[object, list[float]] = {}
+    exchanged: set[object] = set()
+    for cfg in _configs(request):
+        if cfg.cp == 1:
+            continue
+        try:
+            w, c = kind_work(request, src, cfg)
+        except (SpecError, ValueError):
+            continue
+        best = least.setdefault(coarse_key(cfg), [math.inf, math.inf])
+        best[0], best[1] = min(best[0], w), min(best[1], c)
+        _, folded = _links(request, src, cfg)
+        assert folded is not None
+        if any(sum(cp_times(cost, folded)) > 0 for cost in _layer_costs(src, cfg)):
+            exchanged.add(coarse_key(cfg))
+    for key, (w, c) in least.items():
+        wc, cc = coarse_work(request, src, key)  # type: ignore[arg-type]
+        assert math.isclose(wc, w, rel_tol=1e-12) and math.isclose(cc, c, rel_tol=1e-12), (
+            key,
+            wc,
+            w,
+            cc,
+            c,
+        )
+    return len(least), len(exchanged)
+
+
+@pytest.mark.parametrize(
+    ("name", "exchanging"),
+    # at 128K Megatron-Core's ring hides its exchange under the attention; torch's does not
+    [("cp-llama3.1-8b-32k-8xh100-torchtitan", 1), ("cp-llama3.1-8b-128k-8xh100", 0)],
+)
+def test_coarse_work_is_the_least_kind_on_dense_cp_requests(name: str, exchanging: int) -> None:
+    request = PlanRequest.model_validate_json((CASES / f"{name}.json").read_text())
+    keys, exposed = _least_kinds(request)
+    assert keys >= 4 and exposed >= exchanging, (keys, exposed)
+
+
+def test_coarse_work_is_the_least_kind_on_random_cp_requests() -> None:
+    keys = exposed = 0
+    for i in range(10):
+        a, b = _least_kinds(random_folded_request(random.Random(f"coarse-least-{i}"), "cp"))
+        keys, exposed = keys + a, exposed + b
+    assert keys >= 20 and exposed >= 5, (keys, exposed)
 
 
 def test_expert_floor_parts_are_at_most_every_ep_and_etp() -> None:

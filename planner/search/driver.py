@@ -445,7 +445,7 @@ def _search(
         # branching, no CP-SAT) within tuning.settle_share of the first pass's cap.
         if prune and request.objective == "time":
             for entry in [e for e in fresh if e.estimate_s == math.inf]:
-                if elapsed() >= limit or _gap_reached(request, out):
+                if elapsed() >= limit or _gap_reached(request, out, throttle=True):
                     break
                 own = _capped(elapsed, limit, tuning.settle_share * cap)
                 solver_s += _visit(request, out, entry, split, num_layers, own, prove=False)
@@ -459,7 +459,7 @@ def _search(
         # whatever comes, and a capped proof is redone in the second pass.
         far_done = False
         for entry in fresh:
-            if _gap_reached(request, out):
+            if _gap_reached(request, out, throttle=True):
                 break
             if not far_done and elapsed() >= tuning.far_share * limit:
                 far_done = True
@@ -473,7 +473,7 @@ def _search(
             if _unproven(entry) and elapsed() < limit:
                 capped.append(entry)  # its share ran out, not the search's time
         for entry in capped:
-            if elapsed() < limit and not _gap_reached(request, out):
+            if elapsed() < limit and not _gap_reached(request, out, throttle=True):
                 _reopen(entry)
                 solver_s += _visit(
                     request, out, entry, split, num_layers, lambda: limit - elapsed()
@@ -917,11 +917,15 @@ def _bounds(
 
 def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) -> bool:
     """A positive search.gap_tolerance is met (the proof itself ends the search at 0).
-    `throttle`: where it is asked per group or per configuration of a cheap pass, the bound
-    (a scan of every entry) is computed at most every tuning.progress_every_s."""
+    `throttle`: where it is asked per group or per configuration, the bound (a scan of every
+    entry and unswept group) is computed at most every tuning.progress_every_s of the
+    search's clock: unthrottled per configuration, the exact phase's pass over thousands of
+    them (each returning at once past the limit) cost a scan each, quadratic in them."""
     tol = request.search.gap_tolerance
     if tol <= 0 or out.best is None:
         return False
+    if out.stopped_at_gap:  # once within it, always: the incumbent only falls, the floors rise
+        return True
     if throttle:
         now = out.now()
         if now - out.gap_checked_at < out.tuning.progress_every_s:

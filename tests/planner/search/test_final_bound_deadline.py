@@ -5,8 +5,11 @@ stays at most the proven optimum."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from planner.search import search
+import pytest
+
+from planner.search import driver, search
 from planner.search.driver import Outcome, run_search
 from planner.search.space import Config
 from planner.specs import PlanRequest
@@ -69,3 +72,31 @@ def test_a_search_cut_past_the_deadline_states_no_infinite_gap() -> None:
     # a bound of 0 proves no finite gap: the gap is then not stated (None), never inf
     assert stats.gap is None or 0.0 <= stats.gap < float("inf")
     assert (stats.gap is None) == (stats.lower_bound_s == 0.0)
+
+
+def test_past_the_limit_a_gap_tolerance_costs_no_scan_per_configuration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With search.gap_tolerance set, the exact phase asks per configuration whether the gap
+    is within it; past the limit its pass over the rest returns at once per configuration,
+    and a bound scan each (every entry and unswept group) made it quadratic: the 405B
+    bubble-megatron bench request ran 62 s of CPU on a 30 s limit. The check is throttled to
+    the search clock (tuning.progress_every_s): with the clock stopped far past the limit,
+    a scan or two, not one per configuration."""
+    late = 0
+    scan = driver._bounds
+
+    def counted(request: PlanRequest, out: Outcome, *, sweep: bool) -> Any:
+        nonlocal late
+        late += out.now() > request.search.time_limit_s
+        return scan(request, out, sweep=sweep)
+
+    monkeypatch.setattr(driver, "_bounds", counted)
+    request = _request(5.0)
+    tolerant = request.model_copy(
+        update={"search": request.search.model_copy(update={"gap_tolerance": 1e-9})}
+    )
+    out = run_search(tolerant, clock=JumpClock(5000))
+    assert len(out.entries) >= 100, "the jump must leave the exact phase many configurations"
+    assert out.status == "FEASIBLE" and not out.stopped_at_gap
+    assert late <= 3, late

@@ -691,6 +691,127 @@ done:
     return result;
 }
 
+/* seed_paths(ops, pp, num_stages, out) -> count: the search's seed paths of a compiled
+ * schedule (planner/search/paths.py: rank_chain and through_rank_paths, the same walks).
+ * Each path as int32 visit counts per duration slot (4 x num_stages, kind-major) then per
+ * boundary (num_stages - 1). Written to `out`: every rank's chain (its actions' slots, no
+ * boundary), then for each rank with actions, in rank order, its two fill/drain paths (the
+ * whole rank, then without its trailing W actions): `count` of them. A rank's actions are
+ * its rows in row order (build places each rank's actions in the rank's order). The fill
+ * follows each action's first dependency across a boundary (dep 1 before dep 2) back to the
+ * start; the drain follows, from the rank's last (or last non-W) action, each action's first
+ * B/I dependent across a boundary (row order, dep 1 before dep 2). */
+static PyObject *seed_paths(PyObject *self, PyObject *args) {
+    Py_buffer ops_buf, out_buf;
+    int pp, n_st;
+    if (!PyArg_ParseTuple(args, "y*iiw*", &ops_buf, &pp, &n_st, &out_buf)) return NULL;
+    PyObject *result = NULL;
+    int *first = NULL, *prev = NULL, *drain_to = NULL;
+    Py_ssize_t n = ops_buf.len / 24;
+    Py_ssize_t slots = 4 * (Py_ssize_t)n_st, nb = n_st > 1 ? n_st - 1 : 0, rec = slots + nb;
+    if (ops_buf.itemsize != 4 || ops_buf.len % 24 != 0 || out_buf.itemsize != 4 || pp < 1 ||
+        n_st < 1 || n > INT_MAX - 1 ||
+        out_buf.len < 4 * ((Py_ssize_t)pp * slots + 2 * (Py_ssize_t)pp * rec)) {
+        PyErr_SetString(PyExc_ValueError, "kernel.seed_paths: tables of the wrong size");
+        goto done;
+    }
+    const int *ops = (const int *)ops_buf.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int *o = ops + 6 * i;
+        if (o[0] < 0 || o[0] >= pp || o[1] < 0 || o[1] >= slots || o[2] < -1 || o[2] >= i ||
+            o[4] < -1 || o[4] >= i || o[3] < 0 || o[3] > nb || o[5] < 0 || o[5] > nb) {
+            PyErr_Format(PyExc_ValueError, "kernel.seed_paths: op %zd out of range", i);
+            goto done;
+        }
+    }
+    first = PyMem_Malloc((size_t)(2 * pp) * sizeof(int));     /* first, then last row */
+    prev = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int)); /* the rank's previous row */
+    drain_to = PyMem_Malloc((size_t)(n > 0 ? 2 * n : 1) * sizeof(int)); /* row, boundary */
+    if (first == NULL || prev == NULL || drain_to == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int *last = first + pp;
+    int *out = (int *)out_buf.buf;
+    memset(out, 0, (size_t)pp * (size_t)slots * sizeof(int));
+    for (int r = 0; r < pp; r++) first[r] = last[r] = -1;
+    for (Py_ssize_t i = 0; i < 2 * n; i++) drain_to[i] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int *o = ops + 6 * i;
+        int r = o[0];
+        out[(Py_ssize_t)r * slots + o[1]] += 1;
+        prev[i] = last[r];
+        if (first[r] < 0) first[r] = (int)i;
+        last[r] = (int)i;
+        if (o[1] >= n_st && o[1] < 3 * n_st) { /* a B or I */
+            if (o[2] >= 0 && o[3] > 0 && drain_to[2 * o[2]] < 0) {
+                drain_to[2 * o[2]] = (int)i;
+                drain_to[2 * o[2] + 1] = o[3] - 1;
+            }
+            if (o[4] >= 0 && o[5] > 0 && drain_to[2 * o[4]] < 0) {
+                drain_to[2 * o[4]] = (int)i;
+                drain_to[2 * o[4] + 1] = o[5] - 1;
+            }
+        }
+    }
+    int *paths = out + (Py_ssize_t)pp * slots;
+    Py_ssize_t count = 0;
+    for (int r = 0; r < pp; r++) {
+        if (first[r] < 0) continue;
+        int *a = paths + count * rec, *b = a + rec;
+        memset(a, 0, (size_t)rec * sizeof(int));
+        int cur = first[r];
+        for (;;) { /* fill */
+            const int *o = ops + 6 * (Py_ssize_t)cur;
+            int boundary;
+            if (o[2] >= 0 && o[3] > 0) {
+                cur = o[2];
+                boundary = o[3] - 1;
+            } else if (o[4] >= 0 && o[5] > 0) {
+                cur = o[4];
+                boundary = o[5] - 1;
+            } else {
+                break;
+            }
+            a[ops[6 * (Py_ssize_t)cur + 1]] += 1;
+            a[slots + boundary] += 1;
+        }
+        const int *own = out + (Py_ssize_t)r * slots;
+        for (Py_ssize_t k = 0; k < slots; k++) a[k] += own[k];
+        memcpy(b, a, (size_t)rec * sizeof(int));
+        int end = last[r]; /* the second variant leaves out the trailing W actions */
+        while (prev[end] >= 0 && ops[6 * (Py_ssize_t)end + 1] >= 3 * n_st) {
+            b[ops[6 * (Py_ssize_t)end + 1]] -= 1;
+            end = prev[end];
+        }
+        if (ops[6 * (Py_ssize_t)end + 1] >= 3 * n_st) { /* nothing but W: keep them all */
+            memcpy(b, a, (size_t)rec * sizeof(int));
+            end = last[r];
+        }
+        int ends[2] = {last[r], end};
+        int *variants[2] = {a, b};
+        for (int v = 0; v < 2; v++) { /* drain */
+            int *c = variants[v];
+            cur = ends[v];
+            while (drain_to[2 * (Py_ssize_t)cur] >= 0) {
+                int boundary = drain_to[2 * (Py_ssize_t)cur + 1];
+                cur = drain_to[2 * (Py_ssize_t)cur];
+                c[ops[6 * (Py_ssize_t)cur + 1]] += 1;
+                c[slots + boundary] += 1;
+            }
+        }
+        count += 2;
+    }
+    result = PyLong_FromSsize_t(count);
+done:
+    PyMem_Free(first);
+    PyMem_Free(prev);
+    PyMem_Free(drain_to);
+    PyBuffer_Release(&ops_buf);
+    PyBuffer_Release(&out_buf);
+    return result;
+}
+
 /* ---- Schedule generators: the orders of planner/schedules/generators.py, as codes ----
  *
  * Each rank's order as int32 triples (stage, kind, micro-batch), kinds F=0 B=1 I=2 W=3,
@@ -885,6 +1006,7 @@ static PyMethodDef methods[] = {
     {"makespan", makespan, METH_VARARGS, "Makespan and busy times of a prepared schedule."},
     {"critical_prepared", critical_prepared, METH_VARARGS, "critical of a prepared schedule."},
     {"held_fronts", held_fronts, METH_VARARGS, "Each rank's fronts of held counts."},
+    {"seed_paths", seed_paths, METH_VARARGS, "The search's seed paths of a compiled schedule."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,7 +32,7 @@ try:
     from planner.schedules import _kernel
 except ImportError:  # not built (no compiler at install time): the Python loops below
     _kernel = None
-_NEWEST = ("prepare", "makespan", "critical_prepared", "held_fronts")
+_NEWEST = ("prepare", "makespan", "critical_prepared", "held_fronts", "seed_paths")
 if _kernel is not None and not all(hasattr(_kernel, name) for name in _NEWEST):
     _kernel = None  # built from an older _kernel.c: the Python loops until it is rebuilt
 
@@ -51,6 +51,7 @@ __all__ = [
     "rows_of",
     "run",
     "run_python",
+    "seed_paths",
 ]
 
 OK, BAD_ACTION, DEADLOCK = 0, 1, 2  # build's status
@@ -258,6 +259,18 @@ def held_fronts(
         _kernel.held_fronts(codes, array("i", offsets), pp, num_stages, array("i", rank_of))
     )
     return out
+
+
+def seed_paths(flat: array[int], pp: int, num_stages: int) -> tuple[array[int], int]:
+    """The C walks of planner.search.paths.rank_chain and through_rank_paths over a compiled
+    schedule: every rank's chain (4 * num_stages visit counts, kind-major as the duration
+    slots), then `count` fill/drain paths (two per rank with actions, in rank order; each 4 *
+    num_stages slot counts then num_stages - 1 boundary counts), in one int32 array."""
+    assert _kernel is not None
+    paths = 4 * num_stages * pp + 2 * pp * (5 * num_stages - 1)
+    out = array("i", bytes(4 * paths))
+    count = _kernel.seed_paths(flat, pp, num_stages, out)
+    return out, count
 
 
 def _doubles(values: Sequence[float]) -> array[float]:

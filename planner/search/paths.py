@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner.memo import PerObject
-from planner.schedules import Schedule, StageDurations
+from planner.schedules import Schedule, StageDurations, kernel
 from planner.schedules.generators import schedule_codes
 from planner.schedules.simulate import compiled_flat, longest_path, rank_positions
 
@@ -61,15 +61,38 @@ def critical_path(schedule: Schedule, d: StageDurations) -> tuple[float, PathCut
 
 
 def seed_cuts(schedule: Schedule) -> list[PathCut]:
-    """The paths every configuration starts from: each rank's busy chain and the fill/drain
-    paths through each rank (through_rank_paths). Cached per schedule (configurations that
-    differ in tp, dp, mbs or ZeRO share it; a 105-stage schedule takes ~0.1 s)."""
+    """The paths every configuration starts from: each rank's busy chain (rank_chain), then
+    the fill/drain paths through each rank (through_rank_paths). Cached per schedule
+    (configurations that differ in tp, dp, mbs or ZeRO share it). Walked in C where the
+    kernel is built (_seed_cuts_c), else by those two functions."""
 
     def build() -> tuple[PathCut, ...]:
+        if kernel.available():
+            return _seed_cuts_c(schedule)
         chains = [rank_chain(schedule, r) for r in range(schedule.pp)]
         return (*chains, *through_rank_paths(schedule, chains=chains))
 
     return list(_SEEDS.get(schedule, build))
+
+
+def _seed_cuts_c(schedule: Schedule) -> tuple[PathCut, ...]:
+    """seed_cuts' paths from the C kernel's walks over the compiled table
+    (planner.schedules.kernel.seed_paths: the same walks as rank_chain and
+    through_rank_paths, the same cuts in the same order; test_bounds_and_paths.py compares
+    them on every schedule kind)."""
+    n_st, pp = schedule.num_stages, schedule.pp
+    flat, count = kernel.seed_paths(compiled_flat(schedule), pp, n_st)
+    values = flat.tolist()
+    slots, rec = 4 * n_st, 5 * n_st - 1
+    no_x = (0,) * (n_st - 1)
+    cuts = []
+    for at in range(0, pp * slots, slots):
+        f, b, i, w = (tuple(values[at + k * n_st : at + (k + 1) * n_st]) for k in range(4))
+        cuts.append(PathCut(f=f, b=b, i=i, w=w, x=no_x))
+    for at in range(pp * slots, pp * slots + count * rec, rec):
+        f, b, i, w = (tuple(values[at + k * n_st : at + (k + 1) * n_st]) for k in range(4))
+        cuts.append(PathCut(f=f, b=b, i=i, w=w, x=tuple(values[at + slots : at + rec])))
+    return tuple(cuts)
 
 
 _SEEDS: PerObject[tuple[PathCut, ...]] = PerObject()

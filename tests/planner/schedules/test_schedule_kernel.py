@@ -127,6 +127,21 @@ def test_prepared_kernel_refuses_bad_rows_and_short_tables() -> None:
         kernel.makespan(object(), array("d", [1.0] * 12), array("d", [0.0] * 3), 3)
 
 
+def test_seed_paths_refuses_bad_rows_and_short_output() -> None:
+    if not kernel.available():
+        pytest.skip("the C kernel was not built")
+    from planner.schedules import _kernel
+
+    bad = array("i", [0, 0, 1, 0, -1, 0, 0, 0, -1, 0, -1, 0])  # row 0 waits on row 1
+    with pytest.raises(ValueError, match="out of range"):
+        kernel.seed_paths(bad, 1, 1)
+    _, flat = compiled_rows(generate("zb-h1", pp=3, vpp=1, num_microbatches=3))
+    with pytest.raises(ValueError, match="out of range"):  # slots of 3 stages, not 2
+        kernel.seed_paths(flat, 3, 2)
+    with pytest.raises(ValueError, match="wrong size"):
+        _kernel.seed_paths(flat, 3, 3, array("i", bytes(4 * 12)))
+
+
 def _codes(sched: Schedule) -> tuple[array[int], list[int], list[int]]:
     codes = array(
         "i",

@@ -136,6 +136,34 @@ def test_seed_cuts_read_the_same_from_codes_and_from_actions(
     ]
 
 
+SEED_SCHEDULES = [
+    (name, pp, vpp, m)
+    for name, vpps in (
+        ("gpipe", (1,)),
+        ("1f1b", (1,)),
+        ("interleaved-1f1b", (2, 3, 4)),
+        ("zb-h1", (1, 2, 3)),
+        ("zbv", (2,)),
+    )
+    for vpp in vpps
+    for pp in (1, 2, 3, 4, 7, 8)
+    for m in (1, 2, 3, 5, 8, 12, 16, 32)
+    if not (name in ("interleaved-1f1b", "zb-h1") and m % max(1, m // pp))
+]
+
+
+@pytest.mark.parametrize(("name", "pp", "vpp", "m"), SEED_SCHEDULES)
+def test_seed_cuts_are_the_rank_chains_then_the_through_rank_paths(
+    name: ScheduleName, pp: int, vpp: int, m: int
+) -> None:
+    """seed_cuts (the C kernel's walks where it is built, kernel.seed_paths) gives exactly
+    the pure-Python walks' cuts, in their order: every rank's chain, then the fill/drain
+    paths of through_rank_paths."""
+    sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)
+    chains = [rank_chain(sched, r) for r in range(pp)]
+    assert seed_cuts(sched) == [*chains, *through_rank_paths(sched)]
+
+
 @pytest.mark.parametrize(("pp", "m"), [(2, 2), (3, 5), (4, 8), (5, 3), (6, 12)])
 def test_through_rank_paths_give_1f1b_its_makespan_with_uniform_stages(pp: int, m: int) -> None:
     """With equal stages 1F1B's makespan is a fill/drain path through one rank (the

@@ -61,12 +61,12 @@ OK, BAD_ACTION, DEADLOCK = 0, 1, 2  # build's status
 class Built:
     """A compiled schedule: `status` OK, BAD_ACTION (an action out of range or on a rank that
     does not hold its stage) or DEADLOCK; with OK, the rows in topological order (flat, see
-    `rows_of`), each input action's row (in the input's order), each stage's peak in-flight
-    micro-batches."""
+    `rows_of`), each input action's row (int32, in the input's order), each stage's peak
+    in-flight micro-batches."""
 
     status: int
     flat: array[int] = field(default_factory=lambda: array("i"))
-    positions: tuple[int, ...] = ()
+    positions: array[int] = field(default_factory=lambda: array("i"))
     peak_inflight: tuple[int, ...] = ()
 
 
@@ -103,7 +103,7 @@ def build(
     )
     if status != OK:
         return Built(status)
-    return Built(OK, flat, tuple(positions), tuple(peak))
+    return Built(OK, flat, positions, tuple(peak))
 
 
 def build_python(
@@ -179,7 +179,7 @@ def build_python(
             pointer[rank] += 1
     if len(rows) < n:
         return Built(DEADLOCK)
-    return Built(OK, flatten(rows), tuple(placed), tuple(peak))
+    return Built(OK, flatten(rows), array("i", placed), tuple(peak))
 
 
 def rows_of(flat: array[int]) -> tuple[Row, ...]:

@@ -39,7 +39,8 @@ class _Compiled:
     # Duration slot = kind * num_stages + stage; a missing dependency is -1 (it ended at 0.0);
     # lag slot 0 is "no p2p", boundary i is i + 1. Flat, as the C kernel reads them.
     flat: array[int]
-    rank_positions: tuple[tuple[int, ...], ...]  # per rank, topological positions in rank order
+    positions: array[int]  # each action's row, ranks one after another in rank order
+    offsets: Sequence[int]  # rank r's actions at positions[offsets[r] : offsets[r + 1]]
     peak_inflight: tuple[int, ...]
     handle: object | None  # the C kernel's checked copy of `flat` (kernel.prepare), if built
 
@@ -47,6 +48,13 @@ class _Compiled:
     def ops(self) -> tuple[kernel.Row, ...]:
         """The rows as tuples (the Python loops read these; the C kernel reads `flat`)."""
         return kernel.rows_of(self.flat)
+
+    @cached_property
+    def rank_positions(self) -> tuple[tuple[int, ...], ...]:
+        """Per rank, the topological positions of its actions in rank order (built when
+        first read: only a timeline or the pure-Python seed cuts need them)."""
+        p, off = self.positions, self.offsets
+        return tuple(tuple(p[off[r] : off[r + 1]]) for r in range(len(off) - 1))
 
 
 _COMPILED: PerObject[_Compiled] = PerObject()
@@ -108,9 +116,8 @@ def _build(schedule: Schedule) -> _Compiled:
     if built.status != kernel.OK:
         execution_order(schedule)  # raises DeadlockError: who waits for what, and the grid
         raise DeadlockError(f"schedule cannot complete:\n{format_grid(schedule)}")
-    rank_positions = tuple(built.positions[offsets[r] : offsets[r + 1]] for r in range(pp))
     handle = kernel.prepare(built.flat, pp)
-    return _Compiled(built.flat, rank_positions, built.peak_inflight, handle)
+    return _Compiled(built.flat, built.positions, offsets, built.peak_inflight, handle)
 
 
 def _tables(durations: StageDurations, stages: int) -> tuple[array[float], array[float]]:

@@ -426,17 +426,204 @@ static int front_add(Front *f, const int *held, int width, int tag) {
     return 0;
 }
 
-/* held_fronts(codes, offsets, pp, num_stages, stage_rank) -> bytes of int32: each rank's
- * fronts of the walk of planner/schedules/inflight.py (_walk): held counts per chunk while
- * each action runs, +1 at F, -1 after a B or W. Per rank, for each of its stages in order the
- * front of its backward (B, I) points, then the front of the last stage's F points, then the
- * front of the W points with their stages; each front as its length then (tag, counts) per
- * vector (tag: the W's stage, else -1). A rank running a stage it does not hold raises. */
-static PyObject *held_fronts(PyObject *self, PyObject *args) {
+/* ---- A rank's undominated points from its fronts (planner/schedules/inflight.py:
+ * _undominated with maximal fronts, the same selection): per class its front's vectors (one
+ * chunk: the largest; two: the upper convex hull of the front; more: all), the last stage's F
+ * vectors not covered by that stage's backward ones, the W vectors not covered by any kept
+ * one; all sorted by _point_order (most held first, then stage, phase W < F < B, counts). */
+
+enum { PH_W = 0, PH_F = 1, PH_B = 2 }; /* inflight._PHASE_ORDER */
+
+typedef struct {
+    int *v; /* (stage, phase, counts[width]) per point */
+    Py_ssize_t len, cap;
+    int width;
+    int *order; /* rank_points' sorted order of the points */
+} Points;
+
+static int points_add(Points *p, int stage, int phase, const int *counts) {
+    int rec = p->width + 2;
+    if ((p->len + 1) * rec > p->cap) {
+        Py_ssize_t cap = p->cap ? 2 * p->cap : 16 * rec;
+        while (cap < (p->len + 1) * rec) cap *= 2;
+        int *v = PyMem_Realloc(p->v, (size_t)cap * sizeof(int));
+        if (v == NULL) return -1;
+        p->v = v;
+        p->cap = cap;
+    }
+    int *q = p->v + p->len * rec;
+    q[0] = stage;
+    q[1] = phase;
+    memcpy(q + 2, counts, (size_t)p->width * sizeof(int));
+    p->len++;
+    return 0;
+}
+
+/* Whether some kept point's counts (points from..to of p) are >= v everywhere. */
+static int points_cover(const Points *p, Py_ssize_t from, Py_ssize_t to, const int *v) {
+    int rec = p->width + 2;
+    for (Py_ssize_t k = from; k < to; k++) {
+        const int *q = p->v + k * rec + 2;
+        int covers = 1;
+        for (int j = 0; j < p->width && covers; j++) covers = q[j] >= v[j];
+        if (covers) return 1;
+    }
+    return 0;
+}
+
+/* A stable merge sort of n indices under cmp(ctx, a, b) < 0 for a before b. */
+typedef int (*IndexCmp)(const void *ctx, int a, int b);
+
+static void merge_sort(int *idx, int *tmp, Py_ssize_t n, IndexCmp cmp, const void *ctx) {
+    if (n < 2) return;
+    Py_ssize_t h = n / 2;
+    merge_sort(idx, tmp, h, cmp, ctx);
+    merge_sort(idx + h, tmp, n - h, cmp, ctx);
+    Py_ssize_t i = 0, j = h, k = 0;
+    while (i < h && j < n) tmp[k++] = cmp(ctx, idx[j], idx[i]) < 0 ? idx[j++] : idx[i++];
+    while (i < h) tmp[k++] = idx[i++];
+    while (j < n) tmp[k++] = idx[j++];
+    memcpy(idx, tmp, (size_t)n * sizeof(int));
+}
+
+typedef struct {
+    const int *v;
+    int rec, width;
+} SortCtx;
+
+/* Two-chunk vectors (tag, a, b), falling: a first, then b (Python's sorted(reverse=True)). */
+static int cmp_falling(const void *ctx, int x, int y) {
+    const SortCtx *c = ctx;
+    const int *p = c->v + (Py_ssize_t)x * c->rec + 1, *q = c->v + (Py_ssize_t)y * c->rec + 1;
+    if (p[0] != q[0]) return p[0] > q[0] ? -1 : 1;
+    if (p[1] != q[1]) return p[1] > q[1] ? -1 : 1;
+    return 0;
+}
+
+/* Points (stage, phase, counts): most held first, then stage, phase, counts (_point_order). */
+static int cmp_points(const void *ctx, int x, int y) {
+    const SortCtx *c = ctx;
+    const int *p = c->v + (Py_ssize_t)x * c->rec, *q = c->v + (Py_ssize_t)y * c->rec;
+    long tp = 0, tq = 0;
+    for (int j = 0; j < c->width; j++) {
+        tp += p[2 + j];
+        tq += q[2 + j];
+    }
+    if (tp != tq) return tp > tq ? -1 : 1;
+    for (int j = 0; j < c->width + 2; j++)
+        if (p[j] != q[j]) return p[j] < q[j] ? -1 : 1;
+    return 0;
+}
+
+/* The vectors _front keeps of a maximal front f, as indices into f (into `keep`, which has
+ * room for f->len), their count returned; -1 on allocation failure. */
+static Py_ssize_t front_keep(const Front *f, int width, int *keep) {
+    if (f->len == 0) return 0;
+    int rec = width + 1;
+    if (width == 1) {
+        int best = 0;
+        for (Py_ssize_t k = 1; k < f->len; k++)
+            if (f->v[k * rec + 1] > f->v[best * rec + 1]) best = (int)k;
+        keep[0] = best;
+        return 1;
+    }
+    if (width > 2) {
+        for (Py_ssize_t k = 0; k < f->len; k++) keep[k] = (int)k;
+        return f->len;
+    }
+    int *order = PyMem_Malloc((size_t)f->len * 2 * sizeof(int));
+    if (order == NULL) return -1;
+    for (Py_ssize_t k = 0; k < f->len; k++) order[k] = (int)k;
+    SortCtx ctx = {f->v, rec, width};
+    merge_sort(order, order + f->len, f->len, cmp_falling, &ctx);
+    Py_ssize_t kept = 0; /* first count falling; kept when its second beats all before it */
+    for (Py_ssize_t k = 0; k < f->len; k++) {
+        const int *v = f->v + (Py_ssize_t)order[k] * rec + 1;
+        if (kept == 0 || v[1] > f->v[(Py_ssize_t)order[kept - 1] * rec + 2])
+            order[kept++] = order[k];
+    }
+    Py_ssize_t n_hull = 0; /* _upper_hull: first count rising */
+    for (Py_ssize_t k = kept - 1; k >= 0; k--) {
+        const int *pt = f->v + (Py_ssize_t)order[k] * rec + 1;
+        while (n_hull >= 2) {
+            const int *o = f->v + (Py_ssize_t)keep[n_hull - 2] * rec + 1;
+            const int *a = f->v + (Py_ssize_t)keep[n_hull - 1] * rec + 1;
+            long long cross = (long long)(a[0] - o[0]) * (pt[1] - o[1]) -
+                              (long long)(a[1] - o[1]) * (pt[0] - o[0]);
+            if (cross < 0) break;
+            n_hull--;
+        }
+        keep[n_hull++] = order[k];
+    }
+    PyMem_Free(order);
+    return n_hull;
+}
+
+/* A rank's points (comment above) from its walk's fronts: fronts[0..width) its stages'
+ * backward fronts, fronts[width] the last stage's F front, fronts[width + 1] the W front
+ * (tag: the W's stage). Appended to pts; -1 on allocation failure. */
+static int rank_points(const Front *fronts, int width, const int *stages, int last,
+                       Points *pts) {
+    int rc = -1, rec = width + 1;
+    Py_ssize_t most = 1;
+    for (int k = 0; k < width + 2; k++)
+        if (fronts[k].len > most) most = fronts[k].len;
+    int *keep = PyMem_Malloc((size_t)most * sizeof(int));
+    int *order = NULL;
+    if (keep == NULL) goto out;
+    pts->len = 0;
+    pts->width = width;
+    for (int j = 0; j < width; j++) {
+        Py_ssize_t start = pts->len, n = front_keep(fronts + j, width, keep);
+        if (n < 0) goto out;
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (points_add(pts, stages[j], PH_B, fronts[j].v + (Py_ssize_t)keep[k] * rec + 1) < 0)
+                goto out;
+        if (stages[j] == last) {
+            Py_ssize_t end = pts->len;
+            n = front_keep(fronts + width, width, keep);
+            if (n < 0) goto out;
+            for (Py_ssize_t k = 0; k < n; k++) {
+                const int *v = fronts[width].v + (Py_ssize_t)keep[k] * rec + 1;
+                if (!points_cover(pts, start, end, v) && points_add(pts, last, PH_F, v) < 0)
+                    goto out;
+            }
+        }
+    }
+    Py_ssize_t end = pts->len, n = front_keep(fronts + width + 1, width, keep);
+    if (n < 0) goto out;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const int *tv = fronts[width + 1].v + (Py_ssize_t)keep[k] * rec;
+        if (!points_cover(pts, 0, end, tv + 1) && points_add(pts, tv[0], PH_W, tv + 1) < 0)
+            goto out;
+    }
+    order = PyMem_Malloc((size_t)(pts->len > 0 ? 2 * pts->len : 1) * sizeof(int));
+    if (order == NULL) goto out;
+    for (Py_ssize_t k = 0; k < pts->len; k++) order[k] = (int)k;
+    SortCtx ctx = {pts->v, width + 2, width};
+    merge_sort(order, order + pts->len, pts->len, cmp_points, &ctx);
+    pts->order = order;
+    order = NULL;
+    rc = 0;
+out:
+    PyMem_Free(keep);
+    PyMem_Free(order);
+    return rc;
+}
+
+/* held_points(codes, offsets, pp, num_stages, stage_rank) -> bytes of int32: each rank's
+ * undominated held points (planner/schedules/inflight.py: _walk). The walk: held counts per
+ * chunk while each action runs, +1 at F, -1 after a B or W; per rank the front of each of its
+ * stages' backward (B, I) vectors, of the last stage's F vectors and of the W vectors (with
+ * the first W's stage), kept as the actions arrive (front_add); then rank_points' selection
+ * and order. Per rank: the points' count, then (stage, phase, counts) per point. A rank
+ * running a stage it does not hold raises. */
+static PyObject *held_points(PyObject *self, PyObject *args) {
     Py_buffer codes, offsets, ranks;
     int pp, n_st;
     if (!PyArg_ParseTuple(args, "y*y*iiy*", &codes, &offsets, &pp, &n_st, &ranks)) return NULL;
     PyObject *result = NULL;
+    Points pts = {NULL, 0, 0, 0, NULL};
     int *slot = NULL, *held = NULL, *out = NULL, *stages = NULL;
     Front *fronts = NULL;
     int n_fronts = 0;
@@ -447,18 +634,18 @@ static PyObject *held_fronts(PyObject *self, PyObject *args) {
     if (codes.itemsize != 4 || codes.len % 12 != 0 || offsets.itemsize != 4 ||
         offsets.len != 4 * (Py_ssize_t)(pp + 1) || ranks.itemsize != 4 ||
         ranks.len != 4 * (Py_ssize_t)n_st || pp < 1 || n_st < 1) {
-        PyErr_SetString(PyExc_ValueError, "kernel.held_fronts: tables of the wrong size");
+        PyErr_SetString(PyExc_ValueError, "kernel.held_points: tables of the wrong size");
         goto done;
     }
     for (int r = 0; r <= pp; r++) {
         if (off[r] < 0 || off[r] > n || (r > 0 && off[r] < off[r - 1])) {
-            PyErr_SetString(PyExc_ValueError, "kernel.held_fronts: offsets out of range");
+            PyErr_SetString(PyExc_ValueError, "kernel.held_points: offsets out of range");
             goto done;
         }
     }
     for (int s = 0; s < n_st; s++) {
         if (rank_of[s] < 0 || rank_of[s] >= pp) {
-            PyErr_Format(PyExc_ValueError, "kernel.held_fronts: stage %d on no rank", s);
+            PyErr_Format(PyExc_ValueError, "kernel.held_points: stage %d on no rank", s);
             goto done;
         }
     }
@@ -488,7 +675,7 @@ static PyObject *held_fronts(PyObject *self, PyObject *args) {
             int stage = c[3 * i], kind = c[3 * i + 1];
             if (stage < 0 || stage >= n_st || slot[stage] < 0 || kind < 0 || kind > 3) {
                 PyErr_Format(PyExc_ValueError,
-                             "kernel.held_fronts: rank %d runs stage %d (kind %d)", r, stage,
+                             "kernel.held_points: rank %d runs stage %d (kind %d)", r, stage,
                              kind);
                 goto done;
             }
@@ -508,8 +695,13 @@ static PyObject *held_fronts(PyObject *self, PyObject *args) {
                 goto done;
             }
         }
-        Py_ssize_t need = 0;
-        for (int k = 0; k < width + 2; k++) need += 1 + fronts[k].len * (width + 1);
+        PyMem_Free(pts.order);
+        pts.order = NULL;
+        if (rank_points(fronts, width, stages, last, &pts) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t need = 1 + pts.len * (width + 2);
         if (out_len + need > out_cap) {
             Py_ssize_t cap = out_cap ? out_cap : 64;
             while (cap < out_len + need) cap *= 2;
@@ -521,15 +713,17 @@ static PyObject *held_fronts(PyObject *self, PyObject *args) {
             out = grown;
             out_cap = cap;
         }
-        for (int k = 0; k < width + 2; k++) {
-            out[out_len++] = (int)fronts[k].len;
-            size_t words = (size_t)(fronts[k].len * (width + 1));
-            if (words) memcpy(out + out_len, fronts[k].v, words * sizeof(int));
-            out_len += (Py_ssize_t)words;
+        out[out_len++] = (int)pts.len;
+        for (Py_ssize_t k = 0; k < pts.len; k++) {
+            memcpy(out + out_len, pts.v + (Py_ssize_t)pts.order[k] * (width + 2),
+                   (size_t)(width + 2) * sizeof(int));
+            out_len += width + 2;
         }
     }
     result = PyBytes_FromStringAndSize((const char *)out, out_len * (Py_ssize_t)sizeof(int));
 done:
+    PyMem_Free(pts.v);
+    PyMem_Free(pts.order);
     for (int k = 0; k < n_fronts; k++) PyMem_Free(fronts[k].v);
     PyMem_Free(fronts);
     PyMem_Free(slot);
@@ -1005,7 +1199,7 @@ static PyMethodDef methods[] = {
     {"prepare", prepare, METH_VARARGS, "Check a compiled schedule once and keep it."},
     {"makespan", makespan, METH_VARARGS, "Makespan and busy times of a prepared schedule."},
     {"critical_prepared", critical_prepared, METH_VARARGS, "critical of a prepared schedule."},
-    {"held_fronts", held_fronts, METH_VARARGS, "Each rank's fronts of held counts."},
+    {"held_points", held_points, METH_VARARGS, "Each rank's undominated held counts."},
     {"seed_paths", seed_paths, METH_VARARGS, "The search's seed paths of a compiled schedule."},
     {NULL, NULL, 0, NULL},
 };

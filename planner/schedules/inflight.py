@@ -10,7 +10,6 @@ here depends only on the per-rank orders, never on durations.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -106,10 +105,9 @@ def _covered(counts: tuple[int, ...], front: list[tuple[int, ...]]) -> bool:
     return any(all(map(operator.le, counts, q)) for q in front)
 
 
-def _front(vectors: set[tuple[int, ...]], *, maximal: bool = False) -> list[tuple[int, ...]]:
-    """The vectors no other one is >= everywhere. `maximal`: `vectors` is such a set already
-    (kernel.held_fronts' output), so with three or more chunks no vector is dropped and only
-    the order is made (most held first)."""
+def _front(vectors: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The vectors no other one is >= everywhere (most held first; with two chunks the
+    vertices of their upper hull, _upper_hull)."""
     if not vectors:
         return []
     width = len(next(iter(vectors)))
@@ -122,8 +120,6 @@ def _front(vectors: set[tuple[int, ...]], *, maximal: bool = False) -> list[tupl
                 kept.append(v)
         return _upper_hull(kept)
     ordered = sorted(vectors, key=lambda x: (-sum(x), x))
-    if maximal:
-        return ordered
     kept = []
     for v in ordered:
         if not _covered(v, kept):
@@ -153,27 +149,25 @@ def _undominated(
     loss_fw: set[tuple[int, ...]],
     plain: dict[tuple[int, ...], tuple[int, ActionKind]],
     last: int,
-    *,
-    maximal: bool = False,
 ) -> tuple[HeldPoint, ...]:
     """The points of one rank that no other point dominates: q dominates p when q holds at
     least as much on every stage and p's transient is at most q's whatever the transients
     (planner.cost.memory.point_transient_bytes). A backward point (B, I) is compared with its
     stage's backward points; the last stage's F (the loss temporary) also with that stage's
     backward points; a point without transient (W) with every point. With two chunks, only
-    the upper convex hull of each class is kept (_upper_hull). `maximal`: each class holds
-    its front already (_front)."""
+    the upper convex hull of each class is kept (_upper_hull). kernel.held_points makes the
+    same selection in C."""
     out: list[HeldPoint] = []
     kept: list[tuple[int, ...]] = []
     for s in stages:
-        front = _front(back.get(s, set()), maximal=maximal)
+        front = _front(back.get(s, set()))
         out += [HeldPoint(v, s, ActionKind.B) for v in front]
         kept += front
         if s == last:
-            fwd = [v for v in _front(loss_fw, maximal=maximal) if not _covered(v, front)]
+            fwd = [v for v in _front(loss_fw) if not _covered(v, front)]
             out += [HeldPoint(v, s, ActionKind.F) for v in fwd]
             kept += fwd
-    for v in _front(set(plain), maximal=maximal):
+    for v in _front(set(plain)):
         if not _covered(v, kept):
             out.append(HeldPoint(v, *plain[v]))
     return tuple(sorted(out, key=_point_order))
@@ -188,42 +182,32 @@ def _walk(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:
     """Every rank's undominated points. An F's point is kept only on the last stage: on any
     other stage its transient is 0 and the action that follows it on the rank (a B, I or W:
     every F precedes its own backward) runs with the same counts held. The walk runs in C
-    where the kernel is built (kernel.held_fronts: each class's maximal vectors as they
-    arrive, whose front is the front of all of them), else in Python (_walk_python)."""
+    where the kernel is built (kernel.held_points: each class's maximal vectors as they
+    arrive, whose front is the front of all of them, then _undominated's selection and
+    order of those fronts), else in Python (_walk_python)."""
     if not kernel.available():
         return _walk_python(schedule)
     codes, offsets = schedule_codes(schedule)
     stage_rank = tuple(schedule.rank_of(s) for s in range(schedule.num_stages))
     stages = rank_stages(stage_rank)
-    last = schedule.num_stages - 1
-    flat = kernel.held_fronts(codes, offsets, schedule.pp, schedule.num_stages, stage_rank).tolist()
+    flat = kernel.held_points(codes, offsets, schedule.pp, schedule.num_stages, stage_rank)
+    values = flat.tolist()
     out = []
     at = 0
     for r in range(schedule.pp):
-        width = len(stages[r])
-        back: dict[int, set[tuple[int, ...]]] = {}
-        for s in stages[r]:
-            vectors, at = _read_front(flat, at, width)
-            back[s] = {v for _, v in vectors}
-        vectors, at = _read_front(flat, at, width)
-        loss_fw = {v for _, v in vectors}
-        vectors, at = _read_front(flat, at, width)
-        plain = {v: (stage, ActionKind.W) for stage, v in vectors}
-        out.append(_undominated(stages[r], back, loss_fw, plain, last, maximal=True))
+        rec = len(stages[r]) + 2
+        start = at + 1
+        at = start + values[at] * rec
+        out.append(
+            tuple(
+                HeldPoint(tuple(values[k + 2 : k + rec]), values[k], _PHASES[values[k + 1]])
+                for k in range(start, at, rec)
+            )
+        )
     return tuple(out)
 
 
-def _read_front(
-    flat: Sequence[int], at: int, width: int
-) -> tuple[list[tuple[int, tuple[int, ...]]], int]:
-    """One front of kernel.held_fronts' output from position `at`: its (tag, counts) vectors
-    and the position after it."""
-    count, rec = flat[at], width + 1
-    start = at + 1
-    vectors = [
-        (flat[k], tuple(flat[k + 1 : k + rec])) for k in range(start, start + count * rec, rec)
-    ]
-    return vectors, start + count * rec
+_PHASES = (ActionKind.W, ActionKind.F, ActionKind.B)  # kernel.held_points' phase codes
 
 
 def _walk_python(schedule: Schedule) -> tuple[tuple[HeldPoint, ...], ...]:

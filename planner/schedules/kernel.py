@@ -32,7 +32,7 @@ try:
     from planner.schedules import _kernel
 except ImportError:  # not built (no compiler at install time): the Python loops below
     _kernel = None
-_NEWEST = ("prepare", "makespan", "critical_prepared", "held_fronts", "seed_paths")
+_NEWEST = ("prepare", "makespan", "critical_prepared", "held_points", "seed_paths")
 if _kernel is not None and not all(hasattr(_kernel, name) for name in _NEWEST):
     _kernel = None  # built from an older _kernel.c: the Python loops until it is rebuilt
 
@@ -45,7 +45,7 @@ __all__ = [
     "critical_prepared",
     "critical_python",
     "flatten",
-    "held_fronts",
+    "held_points",
     "makespan",
     "prepare",
     "rows_of",
@@ -247,16 +247,16 @@ def critical_prepared(
     return top, counts.tolist(), xs.tolist()
 
 
-def held_fronts(
+def held_points(
     codes: array[int], offsets: Sequence[int], pp: int, num_stages: int, rank_of: Sequence[int]
 ) -> array[int]:
-    """The C walk of planner.schedules.inflight._walk over a schedule's codes: per rank, the
-    front of each stage's backward points, of the last stage's F points and of the W points
-    (with their stages), each as its length then (tag, counts) per vector (_kernel.c)."""
+    """The C walk of planner.schedules.inflight._walk over a schedule's codes: per rank, its
+    undominated held points (the selection and order of inflight._undominated), as their
+    count then (stage, phase 0 W / 1 F / 2 B, counts per chunk) per point (_kernel.c)."""
     assert _kernel is not None
     out = array("i")
     out.frombytes(
-        _kernel.held_fronts(codes, array("i", offsets), pp, num_stages, array("i", rank_of))
+        _kernel.held_points(codes, array("i", offsets), pp, num_stages, array("i", rank_of))
     )
     return out
 

@@ -187,13 +187,21 @@ def test_w_points_carry_no_transient_and_f_only_the_loss() -> None:
         ("interleaved-1f1b", 3, 3, 9),
         ("interleaved-1f1b", 4, 4, 8),
         ("interleaved-1f1b", 2, 7, 14),
+        ("interleaved-1f1b", 8, 5, 32),
+        ("interleaved-1f1b", 5, 8, 20),
+        ("zb-h1", 4, 2, 8),
+        ("zb-h1", 8, 3, 24),
+        ("zb-h1", 3, 4, 12),
+        ("zbv", 8, 2, 32),
+        ("interleaved-1f1b", 16, 2, 64),
     ],
 )
 def test_the_c_walk_keeps_the_python_walks_points(name: str, pp: int, vpp: int, m: int) -> None:
-    """The C walk (kernel.held_fronts, fronts kept as the actions arrive) gives the points of
-    the Python walk over every held vector, in the same order, with the same stages."""
+    """The C walk (kernel.held_points: fronts kept as the actions arrive, then _undominated's
+    selection and order in C) gives the points of the Python walk over every held vector, in
+    the same order, with the same stages and phases."""
     if not kernel.available():
         pytest.skip("the C kernel was not built")
     sched = generate(name, pp=pp, vpp=vpp, num_microbatches=m)  # type: ignore[arg-type]
-    assert inflight._walk(sched) == inflight._walk_python(sched)
+    assert inflight._walk(sched) == inflight._walk_python(sched)  # HeldPoint compares all three
     assert all(len(points) >= 1 for points in inflight._walk(sched))

@@ -46,7 +46,7 @@ from typing import Literal
 
 from planner.cost import MODE_INDEX, PartitionScore
 from planner.cost.partition import PartitionInputs
-from planner.schedules import rank_stages
+from planner.schedules import StageDurations, rank_stages
 from planner.schedules.simulate import num_actions
 from planner.search.bounds import cut_floor_s
 from planner.search.cutlp import MARGIN, CutLP, LpPoint, rounded_bounds
@@ -521,6 +521,7 @@ def _lp_settles(
             lp.set_count_bounds(result.domains)
         point = lp.solve()
         if point is not None and point.value_s < math.inf:
+            best = result.best
             point = separate_lp(
                 lp,
                 point,
@@ -529,6 +530,8 @@ def _lp_settles(
                 separate,
                 time_left,
                 result.prove_floor,
+                core=durations_of(best.score) if best is not None else None,
+                core_share=tuning.lp_separate_core,
             )
         if result.domains is not None:
             lp.set_count_bounds(_free(col.inputs))  # the LP is shared with the branching
@@ -823,6 +826,8 @@ def separate_lp(
     solves: int,
     time_left: Callable[[], float] | None = None,
     proven: Callable[[float], None] | None = None,
+    core: StageDurations | None = None,
+    core_share: float = 0.0,
 ) -> LpPoint | None:
     """Cutting planes at the LP's own optimum (Kelley's method): simulate the schedule under
     the optimum's fractional stage durations (LpPoint.durations); where its critical path is
@@ -834,6 +839,14 @@ def separate_lp(
     whatever durations found it, so every cut added is valid and every LP value a floor
     (`proven` gets each one's lp_floor). Returns the last point (None: GLOP failed).
 
+    `core` (the durations of a real partition: the configuration's best) with `core_share`
+    > 0: the path is first looked for at the durations between the optimum's and the
+    core's (_mixed; in-out separation) and kept where the optimum breaks it, else the
+    optimum's own critical path is taken. The optimum's own path cuts off little more than
+    the optimum, and the next optimum sits beside it (Kelley's method creeps); a path long
+    at a point nearer a real partition is long over more of the LP's region, so one cut
+    cuts off more of it. Which durations found a path does not matter to its validity.
+
     Why: the rounding rounds only add the paths of whole partitions near the optimum; where
     stages hold about two layers each, the fractional optimum's own critical path (a fill
     or drain through stages that the LP made light) is far from all of theirs, and the LP
@@ -843,8 +856,15 @@ def separate_lp(
         d = point.durations
         if d is None or point.reaches(bound_s) or (time_left is not None and time_left() <= 0):
             break
-        _, cut = critical_path(schedule, d)
-        if cut.length_s(d) <= point.makespan_s * (1 + SEPARATION_TOL):
+        t = point.makespan_s * (1 + SEPARATION_TOL)
+        cut = None
+        if core is not None and core_share > 0:
+            _, cut = critical_path(schedule, _mixed(d, core, core_share))
+            if cut.length_s(d) <= t:
+                cut = None  # not violated at the optimum: its own critical path instead
+        if cut is None:
+            _, cut = critical_path(schedule, d)
+        if cut.length_s(d) <= t:
             break  # no path of the optimum's durations is longer than T: nothing to add
         if not lp.add_cut(cut):
             break
@@ -856,6 +876,21 @@ def separate_lp(
         if proven is not None:
             proven(lp_floor(point.value_s, bound_s))
     return point
+
+
+def _mixed(d: StageDurations, core: StageDurations, share: float) -> StageDurations:
+    """The durations (1 - share) d + share core, stage by stage (p2p: d's)."""
+    keep = 1.0 - share
+
+    def mix(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple(keep * x + share * y for x, y in zip(a, b, strict=True))
+
+    return StageDurations(
+        fw_s=mix(d.fw_s, core.fw_s),
+        bw_s=mix(d.bw_s, core.bw_s),
+        w_s=mix(d.w_s, core.w_s),
+        p2p_s=d.p2p_s,
+    )
 
 
 # separate_lp stops once no path of the LP optimum's durations exceeds T by more than this

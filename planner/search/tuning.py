@@ -57,7 +57,12 @@ class SearchTuning:
     - `lp_separate_solves`: LP solves of the cutting planes at the LP's own optimum
       (exact.separate_lp), at most; in a configuration's first proving call also at most
       `lp_action_budget` / (its schedule's actions + stages x layers)
-      (exact._separate_solves).
+      (exact._separate_solves). `lp_separate_core`: separate_lp looks for its cut at the
+      durations (1 - share) x the LP optimum's + share x the configuration's best
+      partition's (a point every path cut holds), keeping it only where the optimum breaks
+      it (else the optimum's own critical path); 0: at the optimum only (Kelley's method).
+      A cut found between the two is deeper than the optimum's own, and the LP's value
+      does not creep up a few path lengths per solve.
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -111,6 +116,7 @@ class SearchTuning:
     lp_stall_within: float = 0.05
     lp_max_cells: int = 20_000
     lp_separate_solves: int = 200
+    lp_separate_core: float = 0.5
     lp_moves: int = 24
     lp_action_budget: int = 200_000
     probe_solves: int = 400
@@ -142,6 +148,7 @@ class SearchTuning:
             "probe_share": self.probe_share,
             "branch_share": self.branch_share,
             "lp_stall": self.lp_stall,
+            "lp_separate_core": self.lp_separate_core,
             "cut_floors_share": self.cut_floors_share,
         }
         for name, value in shares.items():

@@ -128,3 +128,38 @@ def test_separated_lp_floor_stays_below_the_optimum(seed: int) -> None:
     if len(added) < 500:  # converged: no path of its durations is longer than T
         length, _ = critical_path(sched, point.durations)
         assert length <= point.makespan_s * (1 + 1e-4) + 1e-12
+
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_in_out_separation_ends_at_kelleys_floor(seed: int) -> None:
+    """separate_lp with a real partition's durations as its core (in-out separation: the
+    configuration's best) converges where Kelley's method does (no path of the last
+    optimum's durations longer than T: the same fractional optimum), never above the
+    exhaustive optimum, and its cuts are not all the optimum's own critical paths."""
+    _, inputs = gpt_case(7300, seed)
+    best = exhaustive_config(inputs, modes=MODES).best
+    if best is None:
+        return
+    sched = schedule_of(inputs)
+    core = durations_of(score(inputs, best.partition))
+    values, cuts = [], []
+    for share in (0.0, 0.5):
+        lp = CutLP(inputs, MODES, cuts=seed_cuts(sched))
+        first = lp.solve()
+        assert first is not None
+        if first.value_s == float("inf"):
+            return
+        added: list[PathCut] = []
+        point = separate_lp(
+            lp, first, lambda c: added.append(c) is None, math.inf, 500, core=core, core_share=share
+        )
+        assert point is not None and point.durations is not None and len(added) < 500
+        assert point.value_s <= best.score.step_time_s * (1 + 1e-6)
+        length, _ = critical_path(sched, point.durations)
+        assert length <= point.makespan_s * (1 + 1e-4) + 1e-12
+        values.append(point.value_s)
+        cuts.append(added)
+    assert values[1] == pytest.approx(values[0], rel=1e-4)
+    if seed in (3, 29):  # where the mixed durations' critical path is another one
+        assert cuts[1] != cuts[0]

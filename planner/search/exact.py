@@ -840,12 +840,11 @@ def separate_lp(
     (`proven` gets each one's lp_floor). Returns the last point (None: GLOP failed).
 
     `core` (the durations of a real partition: the configuration's best) with `core_share`
-    > 0: the path is first looked for at the durations between the optimum's and the
-    core's (_mixed; in-out separation) and kept where the optimum breaks it, else the
-    optimum's own critical path is taken. The optimum's own path cuts off little more than
-    the optimum, and the next optimum sits beside it (Kelley's method creeps); a path long
-    at a point nearer a real partition is long over more of the LP's region, so one cut
-    cuts off more of it. Which durations found a path does not matter to its validity.
+    > 0: each solve also gets the critical path at the durations between the optimum's and
+    the core's (_mixed; in-out separation) where the optimum breaks it. The optimum's own
+    path cuts off little more than the optimum, and the next optimum sits beside it
+    (Kelley's method creeps); a path long at a point nearer a real partition is long over
+    more of the LP's region. Which durations found a path does not matter to its validity.
 
     Why: the rounding rounds only add the paths of whole partitions near the optimum; where
     stages hold about two layers each, the fractional optimum's own critical path (a fill
@@ -857,18 +856,19 @@ def separate_lp(
         if d is None or point.reaches(bound_s) or (time_left is not None and time_left() <= 0):
             break
         t = point.makespan_s * (1 + SEPARATION_TOL)
-        cut = None
+        _, own = critical_path(schedule, d)
+        found = [own] if own.length_s(d) > t else []
         if core is not None and core_share > 0:
             _, cut = critical_path(schedule, _mixed(d, core, core_share))
-            if cut.length_s(d) <= t:
-                cut = None  # not violated at the optimum: its own critical path instead
-        if cut is None:
-            _, cut = critical_path(schedule, d)
-        if cut.length_s(d) <= t:
+            if cut.length_s(d) > t:
+                found.append(cut)
+        fresh = 0
+        for cut in found:
+            if lp.add_cut(cut):
+                add_cut(cut)
+                fresh += 1
+        if not fresh:
             break  # no path of the optimum's durations is longer than T: nothing to add
-        if not lp.add_cut(cut):
-            break
-        add_cut(cut)
         nxt = lp.solve()
         if nxt is None or nxt.value_s == math.inf:
             return nxt

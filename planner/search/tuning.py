@@ -57,12 +57,12 @@ class SearchTuning:
     - `lp_separate_solves`: LP solves of the cutting planes at the LP's own optimum
       (exact.separate_lp), at most; in a configuration's first proving call also at most
       `lp_action_budget` / (its schedule's actions + stages x layers)
-      (exact._separate_solves). `lp_separate_core`: separate_lp looks for its cut at the
-      durations (1 - share) x the LP optimum's + share x the configuration's best
-      partition's (a point every path cut holds), keeping it only where the optimum breaks
-      it (else the optimum's own critical path); 0: at the optimum only (Kelley's method).
-      A cut found between the two is deeper than the optimum's own, and the LP's value
-      does not creep up a few path lengths per solve.
+      (exact._separate_solves). `lp_separate_core`: each separate_lp solve also adds the
+      critical path at the durations (1 - share) x the LP optimum's + share x the
+      configuration's best partition's, where the optimum breaks it (0: the optimum's own
+      path only, Kelley's method). A cut found between the two cuts off more of the LP's
+      region than the optimum's own, and the LP's value does not creep up a sliver per
+      solve.
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.

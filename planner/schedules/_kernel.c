@@ -387,6 +387,18 @@ done:
  * kept as vectors arrive: one covered by a kept vector (>= everywhere) is dropped, one that
  * covers kept vectors replaces them. Each vector carries a tag (the W's stage for the plain
  * points: the first action with that vector, as dict.setdefault keeps it). */
+/* Grow *v (cap ints allocated) to hold at least `need` ints: from `first`, doubling. */
+static int grow_ints(int **v, Py_ssize_t *cap, Py_ssize_t need, Py_ssize_t first) {
+    if (need <= *cap) return 0;
+    Py_ssize_t c = *cap ? 2 * *cap : first;
+    while (c < need) c *= 2;
+    int *grown = PyMem_Realloc(*v, (size_t)c * sizeof(int));
+    if (grown == NULL) return -1;
+    *v = grown;
+    *cap = c;
+    return 0;
+}
+
 typedef struct {
     int *v; /* (tag, counts[width]) per vector */
     Py_ssize_t len, cap; /* vectors held, ints allocated */
@@ -411,14 +423,8 @@ static int front_add(Front *f, const int *held, int width, int tag) {
         }
     }
     f->len = kept;
-    if ((f->len + 1) * rec > f->cap) { /* cap counts ints: ranks differ in width */
-        Py_ssize_t cap = f->cap ? 2 * f->cap : 8 * rec;
-        while (cap < (f->len + 1) * rec) cap *= 2;
-        int *v = PyMem_Realloc(f->v, (size_t)cap * sizeof(int));
-        if (v == NULL) return -1;
-        f->v = v;
-        f->cap = cap;
-    }
+    /* cap counts ints: ranks differ in width */
+    if (grow_ints(&f->v, &f->cap, (f->len + 1) * rec, 8 * rec) < 0) return -1;
     int *slot = f->v + f->len * rec;
     slot[0] = tag;
     memcpy(slot + 1, held, (size_t)width * sizeof(int));
@@ -443,14 +449,7 @@ typedef struct {
 
 static int points_add(Points *p, int stage, int phase, const int *counts) {
     int rec = p->width + 2;
-    if ((p->len + 1) * rec > p->cap) {
-        Py_ssize_t cap = p->cap ? 2 * p->cap : 16 * rec;
-        while (cap < (p->len + 1) * rec) cap *= 2;
-        int *v = PyMem_Realloc(p->v, (size_t)cap * sizeof(int));
-        if (v == NULL) return -1;
-        p->v = v;
-        p->cap = cap;
-    }
+    if (grow_ints(&p->v, &p->cap, (p->len + 1) * rec, 16 * rec) < 0) return -1;
     int *q = p->v + p->len * rec;
     q[0] = stage;
     q[1] = phase;
@@ -702,16 +701,9 @@ static PyObject *held_points(PyObject *self, PyObject *args) {
             goto done;
         }
         Py_ssize_t need = 1 + pts.len * (width + 2);
-        if (out_len + need > out_cap) {
-            Py_ssize_t cap = out_cap ? out_cap : 64;
-            while (cap < out_len + need) cap *= 2;
-            int *grown = PyMem_Realloc(out, (size_t)cap * sizeof(int));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            out = grown;
-            out_cap = cap;
+        if (grow_ints(&out, &out_cap, out_len + need, 64) < 0) {
+            PyErr_NoMemory();
+            goto done;
         }
         out[out_len++] = (int)pts.len;
         for (Py_ssize_t k = 0; k < pts.len; k++) {

@@ -41,10 +41,6 @@ MARGIN = 1e-6
 # solve) and the dual simplex (a basis stays dual feasible when a cut row is added or a count
 # bound moves, which is all that changes between solves); the optima are the same.
 GLOP_PARAMETERS = "use_preprocessing: false use_dual_simplex: true"
-# Without GLOP's scaling (CutLP(scaling=False)): pywraplp hands GLOP the whole model on every
-# solve, and GLOP scales it anew each time, a fixed cost of every re-solve however few pivots
-# it takes. The rows are in comparable units already (seconds; memory in units of the room).
-UNSCALED = " use_scaling: false"
 
 
 @dataclass(frozen=True)
@@ -65,8 +61,7 @@ class LpPoint:
 
 
 class CutLP:
-    """GLOP model of the relaxation; `add_cut` appends a row, `solve` re-solves. `scaling`:
-    GLOP's own scaling of the model on every solve (False: UNSCALED)."""
+    """GLOP model of the relaxation; `add_cut` appends a row, `solve` re-solves."""
 
     def __init__(
         self,
@@ -74,11 +69,9 @@ class CutLP:
         modes: tuple[RecomputeMode, ...],
         *,
         cuts: Iterable[PathCut] = (),
-        scaling: bool = True,
     ) -> None:
         self.inputs = inputs
         self.modes = modes
-        self._parameters = GLOP_PARAMETERS + ("" if scaling else UNSCALED)
         self._cuts: list[PathCut] = []
         self._seen: set[PathCut] = set()
         # every boundary a path crosses (between ranks) costs at least the cheapest p2p
@@ -97,8 +90,8 @@ class CutLP:
         solver = pywraplp.Solver.CreateSolver("GLOP")
         if solver is None:  # pragma: no cover - ships with OR-Tools
             raise RuntimeError("OR-Tools has no GLOP solver")
-        if not solver.SetSolverSpecificParametersAsString(self._parameters):
-            raise ValueError(f"GLOP rejects its parameters {self._parameters!r}")
+        if not solver.SetSolverSpecificParametersAsString(GLOP_PARAMETERS):
+            raise ValueError(f"GLOP rejects its parameters {GLOP_PARAMETERS!r}")
         self.solver = solver
         self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)
         for g, run in enumerate(runs):

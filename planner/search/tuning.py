@@ -63,9 +63,6 @@ class SearchTuning:
       path only, Kelley's method). A cut found between the two cuts off more of the LP's
       region than the optimum's own, and the LP's value does not creep up a sliver per
       solve.
-    - `lp_scaling`: GLOP scales the cut LP anew on every solve (cutlp.CutLP(scaling=...));
-      False saves that fixed cost of each re-solve, where solves take few pivots, but
-      re-solves that take many pivots take more of them unscaled.
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -120,7 +117,6 @@ class SearchTuning:
     lp_max_cells: int = 20_000
     lp_separate_solves: int = 200
     lp_separate_core: float = 0.5
-    lp_scaling: bool = True
     lp_moves: int = 24
     lp_action_budget: int = 200_000
     probe_solves: int = 400

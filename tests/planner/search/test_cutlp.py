@@ -171,30 +171,11 @@ def test_in_out_separation_ends_at_kelleys_floor(seed: int) -> None:
         assert cuts[1] != cuts[0]
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_unscaled_lp_has_the_same_floor(seed: int) -> None:
-    """CutLP(scaling=False) (SearchTuning.lp_scaling) solves the same LP: the same value
-    with the seed cuts and after separation, to GLOP's tolerances."""
-    _, inputs = gpt_case(7300, seed)
-    sched = schedule_of(inputs)
-    values = []
-    for scaling in (True, False):
-        lp = CutLP(inputs, MODES, cuts=seed_cuts(sched), scaling=scaling)
-        first = lp.solve()
-        assert first is not None
-        if first.value_s == float("inf"):
-            return
-        point = separate_lp(lp, first, _keep([]), math.inf, 500)
-        assert point is not None
-        values.append((first.value_s, point.value_s))
-    assert values[1] == pytest.approx(values[0], rel=1e-7)
-
-
 def test_rejected_glop_parameters_raise(monkeypatch: pytest.MonkeyPatch) -> None:
     """A parameter string GLOP does not parse is an error, not GLOP's defaults in silence."""
     import planner.search.cutlp as cutlp
 
-    monkeypatch.setattr(cutlp, "UNSCALED", " use_scaling: flase")
+    monkeypatch.setattr(cutlp, "GLOP_PARAMETERS", "use_scaling: flase")
     _, inputs = gpt_case(7300, 0)
     with pytest.raises(ValueError, match="GLOP rejects"):
-        CutLP(inputs, MODES, scaling=False)
+        CutLP(inputs, MODES)

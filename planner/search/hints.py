@@ -42,17 +42,15 @@ def _split(weights: tuple[float, ...], stages: int) -> tuple[int, ...]:
 
     def fill(cap: float) -> tuple[int, ...] | None:
         bounds = [0]
-        start, opened = 0, 1  # bounds[-1], len(bounds)
         acc = 0.0
         for i, w in enumerate(weights):
-            # n - i: layers not yet placed, including i; stages - opened: stages still to
-            # open after the current one
-            if i > start and (acc + w > cap or n - i <= stages - opened):
+            left = n - i  # layers not yet placed, including i
+            open_after = stages - len(bounds)  # stages still to open after the current one
+            if i > bounds[-1] and (acc + w > cap or left <= open_after):
                 bounds.append(i)
-                start, opened = i, opened + 1
                 acc = 0.0
             acc += w
-        if opened != stages or acc > cap * (1 + 1e-12):
+        if len(bounds) != stages or acc > cap * (1 + 1e-12):
             return None
         return (*bounds, n)
 

@@ -215,7 +215,9 @@ def expert_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[flo
     tp, mbs, sp, cp = coarse_key(cfg)
     costs = src.floor_costs(micro_batch_size=mbs, tp=tp, sequence_parallel=sp, cp=cp)
     tlink, folded = _links_of(request, src, cfg)
-    ep_dirs = tuple(_all_to_alls(sent, folded) for sent in _dispatch_bytes(src, cfg))
+    dispatch = _dispatch_bytes(src, cfg)
+    per_bytes = {sent: _all_to_alls(sent, folded) for sent in set(dispatch)}  # a few kinds
+    ep_dirs = tuple(per_bytes[sent] for sent in dispatch)
     return _least_sums(costs, tp, tlink, _cp_options(request, tp, cp), ep_dirs)
 
 

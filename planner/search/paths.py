@@ -84,15 +84,15 @@ def _seed_cuts_c(schedule: Schedule) -> tuple[PathCut, ...]:
     flat, count = kernel.seed_paths(compiled_flat(schedule), pp, n_st)
     values = flat.tolist()
     slots, rec = 4 * n_st, 5 * n_st - 1
+
+    def cut(at: int, x: tuple[int, ...]) -> PathCut:
+        f, b, i, w = (tuple(values[at + k * n_st : at + (k + 1) * n_st]) for k in range(4))
+        return PathCut(f=f, b=b, i=i, w=w, x=x)
+
     no_x = (0,) * (n_st - 1)
-    cuts = []
-    for at in range(0, pp * slots, slots):
-        f, b, i, w = (tuple(values[at + k * n_st : at + (k + 1) * n_st]) for k in range(4))
-        cuts.append(PathCut(f=f, b=b, i=i, w=w, x=no_x))
-    for at in range(pp * slots, pp * slots + count * rec, rec):
-        f, b, i, w = (tuple(values[at + k * n_st : at + (k + 1) * n_st]) for k in range(4))
-        cuts.append(PathCut(f=f, b=b, i=i, w=w, x=tuple(values[at + slots : at + rec])))
-    return tuple(cuts)
+    chains = [cut(at, no_x) for at in range(0, pp * slots, slots)]
+    ends = range(pp * slots, pp * slots + count * rec, rec)
+    return (*chains, *(cut(at, tuple(values[at + slots : at + rec])) for at in ends))
 
 
 _SEEDS: PerObject[tuple[PathCut, ...]] = PerObject()

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from planner.catalog.ring_attention import MEGATRON_CORE, RingAttention
+from planner.catalog.ring_attention import MEGATRON_CORE, RingAttention, ring_attention_for
 from planner.cost.comm import (
     Link,
     all_gather_s,
@@ -54,7 +54,7 @@ from planner.cost.comm import (
 )
 from planner.specs.cluster import ClusterSpec
 from planner.specs.model import LayerCost
-from planner.specs.request import Candidate
+from planner.specs.request import Candidate, PlanRequest
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,16 @@ def folded_links(
         expert_grad=strided_link(cluster, stride=c.etp * c.ep, size=c.edp).achieved(achieved),
         ring=ring,
     )
+
+
+def request_links(
+    request: PlanRequest, c: Candidate, *, achieved: float, experts: bool
+) -> FoldedLinks:
+    """folded_links of `c` on the request's cluster with the request's framework's ring
+    attention: what build_inputs prices and the search's kind floors read, from one place
+    (a floor built with another ring than the inputs' is not a floor of them)."""
+    ring = ring_attention_for(request.constraints.framework)
+    return folded_links(request.cluster, c, achieved=achieved, experts=experts, ring=ring)
 
 
 def cp_times(cost: LayerCost, links: CpGroup) -> tuple[float, float]:

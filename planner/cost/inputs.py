@@ -40,10 +40,9 @@ from functools import lru_cache
 
 from planner.catalog.efficiency import Efficiency
 from planner.catalog.models import HEAD
-from planner.catalog.ring_attention import ring_attention_for
 from planner.cost.candidate import check_candidate
 from planner.cost.comm import all_reduce_s, p2p_s, pp_link, tp_link
-from planner.cost.folded import cp_times, ep_time, folded_buffer_bytes, folded_links
+from planner.cost.folded import cp_times, ep_time, folded_buffer_bytes, request_links
 from planner.cost.memory import (
     DEFAULT_MEMORY_TERMS,
     MemoryTerms,
@@ -132,8 +131,7 @@ def build_inputs(
     tlink = tp_link(cluster, tp=tp).achieved(achieved)
     plink = pp_link(cluster, tp=tp, dp=dp, pp=pp).achieved(achieved)
     experts = src.arch is not None and src.arch.moe is not None
-    ring = ring_attention_for(request.constraints.framework)
-    folded = folded_links(cluster, c, achieved=achieved, experts=experts, ring=ring)
+    folded = request_links(request, c, achieved=achieved, experts=experts)
     exchanges = c.cp > 1 or c.ep > 1 or c.etp > 1  # cp, ep or etp communication to add
     # dense gradients are reduced over dp x cp (cp folds into the data-parallel group, as
     # Megatron-Core does), the routed experts' over edp; ZeRO shards each over its group

@@ -36,7 +36,7 @@ from planner.cost.folded import (
     cp_group_links,
     cp_times,
     ep_time,
-    folded_links,
+    request_links,
 )
 from planner.cost.memory import buffer_bytes, static_bytes
 from planner.cost.partition import MODE_INDEX, SPLIT_BACKWARD
@@ -255,8 +255,8 @@ def _dispatch_bytes(src: CostSource, cfg: Config) -> tuple[float, ...]:
 
 def _links(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[Link, FoldedLinks | None]:
     """The TP link and, with cp, ep or etp above 1, the folded links, as build_inputs takes
-    them (at the request's achieved link fraction, with the framework's ring attention:
-    torch's exposes other K/V exchange times than Megatron-Core's). Their cp, ep and etp
+    them (folded.request_links: the request's achieved link fraction and ring attention).
+    Their cp, ep and etp
     links depend on (tp, cp, cp_comm, ep, etp) only; dp enters only the gradient links,
     which W and C do not read."""
     achieved = request_efficiency(request).link_fraction
@@ -264,10 +264,7 @@ def _links(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[Link, Fo
     if not (cfg.cp > 1 or cfg.ep > 1 or cfg.etp > 1):
         return tlink, None
     experts = src.arch is not None and src.arch.moe is not None
-    ring = ring_attention_for(request.constraints.framework)
-    folded = folded_links(
-        request.cluster, cfg.candidate(), achieved=achieved, experts=experts, ring=ring
-    )
+    folded = request_links(request, cfg.candidate(), achieved=achieved, experts=experts)
     return tlink, folded
 
 

@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import overload
+from typing import NamedTuple, overload
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.cost.partition import SPLIT_BACKWARD
@@ -95,8 +95,10 @@ def chain_s(inputs: PartitionInputs) -> float:
 
 
 def time_floor_s(inputs: PartitionInputs, enough_s: float | None = None) -> float:
-    """The time floor of the module docstring; one at or above `enough_s` may be returned
-    before the recompute term of the whole-layer floors (integer_rank_floors_s)."""
+    """The time floor of the module docstring with the whole-layer floors
+    (integer_rank_floors_s, or layer_rank_floors_s where the middle layers differ); one at or
+    above `enough_s` may be returned before the recompute term of integer_rank_floors_s, or
+    without layer_rank_floors_s."""
     m, pp = inputs.num_microbatches, inputs.pp
     w = work_s(inputs)
     pipeline = max(m * w / pp, chain_s(inputs))
@@ -105,6 +107,8 @@ def time_floor_s(inputs: PartitionInputs, enough_s: float | None = None) -> floa
         pipeline = max(pipeline, w / fill, last_rank_bound_s(w, m=m, pp=pp))
     post = sum(inputs.post_s) / pp
     whole = integer_rank_floors_s(inputs, per_stage=True, enough_s=enough_s)
+    if whole is None and (enough_s is None or pipeline + post < enough_s):
+        whole = layer_rank_floors_s(inputs, per_stage=True)
     if whole is not None:
         pipeline, post = max(pipeline, whole[0]), max(post, whole[1])
     return pipeline + post
@@ -170,6 +174,162 @@ def integer_rank_floors_s(
     busy_base = [fill[r] + m * (wl.e[r] + wl.a * wl.lo[r]) for r in range(inputs.pp)]
     busy = _water_fill([_Lazy(f, size) for f in levels.busy], wl.free, (busy_base, m * wl.a))
     return busy, post
+
+
+def layer_rank_floors_s(
+    inputs: PartitionInputs, *, per_stage: bool, drain: bool | None = None
+) -> tuple[float, float] | None:
+    """(busy, post) floors that respect whole layers for any list of layers (the middle ones
+    need not be equal: DeepSeek-V3's dense first layers), None with fewer than 3 layers or one
+    rank. integer_rank_floors_s's argument without its recompute term, each middle layer at
+    its own cost, and a drain for split-backward schedules too:
+
+    The first layer sits in stage 0 and the last in stage S - 1 (their ranks are known); rank
+    r holds D_r of the N middle layers (sum D_r = N), each one r can hold ("reachable"). Layer
+    i lies in a stage s with s <= i (stages 0 .. s - 1 each hold a layer before it): every
+    stage of rank r is r or later (interleaved r + k pp, zbv r and 2 pp - 1 - r), so r
+    reaches only middle layers i >= r. With `per_stage` (the configuration's own schedule and
+    vpp): also i <= s + L - S (the stages after s each hold a layer after it) for some stage
+    s of r, and D_r >= r's stages less stage 0 / S - 1 (each holds a middle layer).
+
+    Every action of rank r waits for a forward through stages 0 .. r - 1 (fill_r of
+    rank_edges) and r runs them one at a time, each at least its layers' cheapest times, so
+    for every partition and schedule the makespan is at least each of
+        fill_r + m (E_r + sum of r's layer works)                     (its busy chain),
+        fill_r + sum over r's layers of (m work - k_r wg) + idrain_r  (up to its last I / B),
+        fill_r + m (E_r + sum of r's layer works) + drain_r           (`drain`: no split),
+    with a layer's work its fw + cheapest input-grad bw + weight-grad bw (wg), E_r the first
+    / last layer's work on r, drain_r of rank_edges. The second: a rank's last input-grad
+    backward (B or I) is on stage r in every schedule of planner.schedules with split
+    backward (zb-h1, zbv) and some stage >= r in the others; at most k_r = min(r + 1, m)
+    weight-gradient actions per stage follow it (zb-h1 defers r + 1, zbv r on its second
+    stage and r + 1 on its first; none without split: tests/planner/search/
+    test_layer_floor.py counts them in the generated orders), so every other action of r runs
+    before it; the same micro-batch's input-grad backward then runs through stages r - 1 ..
+    0 (idrain_r: the first layer's cheapest input-grad bw, r - 1 middle layers' and r p2p
+    hops, as rank_edges counts its drain). The post floor is Q_r (the ends' post on r) plus
+    r's layers' post times. Each level is nondecreasing in D_r when each sum is over the D_r
+    least values of r's reachable layers (m work - k_r wg >= 0 as k_r <= m), so
+    water-filling one layer at a time onto the rank whose level grows least gives their
+    least max over integer D exactly (_water_fill). `drain` None: where inputs.schedule has
+    no split backward. Without `per_stage` the floor holds for every schedule and vpp of the
+    group whose first and last layers sit on the same ranks (all but zbv, whose last stage is
+    on rank 0). For identical middle layers and `drain` it is integer_rank_floors_s without
+    the recompute term."""
+    n_layers, pp, n_st = inputs.num_layers, inputs.pp, inputs.num_stages
+    if n_layers < 3 or pp < 2:
+        return None
+    if drain is None:
+        drain = inputs.schedule not in SPLIT_BACKWARD
+    m = inputs.num_microbatches
+    lo = [0] * pp
+    if per_stage:
+        for s in range(1, n_st - 1):
+            lo[inputs.stage_rank[s]] += 1
+    spans = _reachable(inputs, per_stage=per_stage)
+    runs = _middle_runs(inputs)
+    counts = [[_overlap(spans[r], run.first, run.last) for run in runs] for r in range(pp)]
+    free = n_layers - 2 - sum(lo)
+    if free < 0 or any(sum(counts[r]) < lo[r] for r in range(pp)):
+        return None  # no partition (some stage would be empty)
+    if free > sum(sum(counts[r]) - lo[r] for r in range(pp)):
+        return None
+    ends = ((0, inputs.stage_rank[0]), (n_layers - 1, inputs.stage_rank[n_st - 1]))
+    fill = rank_edges_s(inputs, drain)  # with the B drain where `drain`
+    idrain = _input_grad_drains(inputs)
+    wg = inputs.bw_weight_s
+    busy_levels, post_levels = [], []
+    for r in range(pp):
+        mine = [i for i, rank in ends if rank == r]
+        held = list(zip(runs, counts[r], strict=True))
+        e = sum(_layer_work(inputs, i) for i in mine)
+        busy = _cheapest(fill[r] + m * e, [(m * run.work, c) for run, c in held], lo[r])
+        if not drain:
+            k = min(r + 1, m)
+            split_e = sum(m * _layer_work(inputs, i) - k * wg[i] for i in mine)
+            values = [(m * run.work - k * run.wg, c) for run, c in held]
+            split = _cheapest(fill[r] + split_e + idrain[r], values, lo[r])
+            busy = list(map(max, busy, split))
+        busy_levels.append(busy)
+        q = sum(inputs.post_s[i] for i in mine)
+        post_levels.append(_cheapest(q, [(run.post, c) for run, c in held], lo[r]))
+    return _water_fill(busy_levels, free), _water_fill(post_levels, free)
+
+
+def _cheapest(base: float, values: list[tuple[float, int]], lo: int) -> list[float]:
+    """base + the sum of the x least of `values` ((value, how many times) pairs), for x = lo
+    .. their count."""
+    flat: list[float] = []
+    for v, c in sorted(values):
+        flat += [v] * c
+    return list(itertools.accumulate(flat, initial=base))[lo:]
+
+
+class _Run(NamedTuple):
+    """Consecutive middle layers [first, last] of equal work, weight-grad bw and post."""
+
+    first: int
+    last: int
+    work: float  # fw + cheapest input-grad bw + weight-grad bw
+    wg: float  # weight-grad bw
+    post: float
+
+
+def _middle_runs(inputs: PartitionInputs) -> list[_Run]:
+    """The middle layers as maximal _Runs."""
+    runs: list[_Run] = []
+    for i in range(1, inputs.num_layers - 1):
+        key = (_layer_work(inputs, i), inputs.bw_weight_s[i], inputs.post_s[i])
+        if runs and runs[-1][2:] == key:
+            runs[-1] = runs[-1]._replace(last=i)
+        else:
+            runs.append(_Run(i, i, *key))
+    return runs
+
+
+def _overlap(spans: list[tuple[int, int]], a: int, b: int) -> int:
+    """How many layers of [a, b] the disjoint inclusive `spans` hold."""
+    return sum(max(0, min(b, hi) - max(a, lo) + 1) for lo, hi in spans)
+
+
+def _input_grad_drains(inputs: PartitionInputs) -> list[float]:
+    """Per rank r, a lower bound of an input-grad backward through stages r - 1 .. 0: the
+    first layer's cheapest input-grad bw, r - 1 middle layers' (each stage 1 .. r - 1 holds
+    one) and r of the cheapest p2p hops (rank_edges' drain, without weight gradients)."""
+    chains = edge_chains(inputs)
+    if chains is None:
+        return [0.0] * inputs.pp
+    i0 = min(inputs.bw_input_s[0])
+    im = min(map(min, inputs.bw_input_s[1:-1]))
+    return [0.0] + [i0 + (r - 1) * im + r * chains.hop for r in range(1, inputs.pp)]
+
+
+def _layer_work(inputs: PartitionInputs, layer: int) -> float:
+    return inputs.fw_s[layer] + min(inputs.bw_input_s[layer]) + inputs.bw_weight_s[layer]
+
+
+def _reachable(inputs: PartitionInputs, *, per_stage: bool) -> list[list[tuple[int, int]]]:
+    """Per rank, the middle layers it can hold (layer_rank_floors_s) as disjoint inclusive
+    spans, ascending: i >= r, and with `per_stage` s <= i <= s + L - S for one of its
+    stages s."""
+    n_layers, pp, n_st = inputs.num_layers, inputs.pp, inputs.num_stages
+    if not per_stage:
+        return [[(max(1, r), n_layers - 2)] for r in range(pp)]
+    slack = n_layers - n_st
+    starts: list[list[int]] = [[] for _ in range(pp)]
+    for s, rank in enumerate(inputs.stage_rank):
+        starts[rank].append(s)  # ascending
+    out = []
+    for stages in starts:
+        spans: list[tuple[int, int]] = []
+        for s in stages:
+            first, last = max(s, 1), min(s + slack, n_layers - 2)
+            if spans and first <= spans[-1][1] + 1:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], last))
+            elif first <= last:
+                spans.append((first, last))
+        out.append(spans)
+    return out
 
 
 def _linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: int) -> float:
@@ -667,14 +827,17 @@ def group_time_floor_s(
     """Valid for every schedule and vpp of the group: the busiest rank's average work and
     micro-batch 0's chain, plus the average post time; then, unless that alone reaches
     `enough_s` (the incumbent: the group is pruned either way), the whole-layer rank floors
-    (integer_rank_floors_s, most of this function's cost), with each rank's drain where
-    `drain` (the caller's promise: no member of the group splits its backward)."""
+    (integer_rank_floors_s for a GPT-shaped model, else layer_rank_floors_s; most of this
+    function's cost), with each rank's drain where `drain` (the caller's promise: no member
+    of the group splits its backward)."""
     w = work_s(inputs)
     pipeline = max(inputs.num_microbatches * w / inputs.pp, chain_s(inputs))
     floor = pipeline + sum(inputs.post_s) / inputs.pp
     if enough_s is not None and floor >= enough_s:
         return floor
     whole = integer_rank_floors_s(inputs, per_stage=False, enough_s=enough_s, drain=drain)
+    if whole is None:
+        whole = layer_rank_floors_s(inputs, per_stage=False, drain=drain)
     if whole is not None:
         floor = max(floor, max(pipeline, whole[0]) + whole[1])
     return floor

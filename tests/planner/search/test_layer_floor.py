@@ -1,0 +1,179 @@
+"""The whole-layer floors of any layer list (bounds.layer_rank_floors_s: each rank's cheapest
+reachable middle layers, its fill and drain) never exceed a configuration's exhaustive
+optimum, per configuration and as the floor of a group, on layer lists whose middle layers
+differ (a DeepSeek-V3-like prefix of cheaper layers, or every layer its own), for every
+schedule; they equal integer_rank_floors_s without its recompute term on GPT-shaped inputs."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from planner.cost import PartitionInputs
+from planner.errors import SpecError
+from planner.schedules import generate
+from planner.search.bounds import (
+    group_time_floor_s,
+    integer_rank_floors_s,
+    layer_rank_floors_s,
+    time_floor_s,
+)
+from planner.search.exhaustive import exhaustive_config
+from planner.specs.base import ScheduleName
+
+from .cases import ALL_SCHEDULES, gpt_inputs, pipeline_inputs
+from .test_group_floor import as_member
+
+SLACK = 1 + 1e-12
+
+
+def mixed_inputs(rng: random.Random, schedule: ScheduleName, pp: int, vpp: int) -> PartitionInputs:
+    """A pipeline near one layer per stage (where the fill, drain and whole layers bind) whose
+    middle layers are not identical: a run of cheaper first layers then equal ones (every
+    other seed), or all drawn independently; no memory bound (one mode, cap lifted)."""
+    n = rng.randint(pp * vpp + 1, pp * vpp + 4)
+    m = rng.choice([1, pp, 2 * pp, 3])
+    if schedule == "interleaved-1f1b" and m % max(1, m // pp):
+        m = pp
+    p2p = rng.choice([0.0, 0.05])
+
+    def layer() -> tuple[float, float, float, float]:
+        return (rng.uniform(0.1, 1.0), rng.uniform(0.1, 2.0), rng.uniform(0, 1), rng.uniform(0, 1))
+
+    if rng.random() < 0.5:
+        dense, moe = layer(), layer()
+        k = rng.randint(1, max(1, n - 3))
+        middle = [dense] * k + [moe] * (n - 2 - k)
+    else:
+        middle = [layer() for _ in range(n - 2)]
+    rows = [layer(), *middle, layer()]
+    return pipeline_inputs(
+        schedule,
+        pp,
+        vpp,
+        m,
+        fw=tuple(r[0] for r in rows),
+        bw_input=tuple((r[1], r[1], r[1]) for r in rows),
+        bw_weight=tuple(r[2] for r in rows),
+        p2p=(p2p,) * n,
+        act=((1.0, 1.0, 1.0),) * n,
+        static=(1.0,) * n,
+        post=tuple(r[3] for r in rows),
+        cap=1e9,
+        modes=("none",),
+    )
+
+
+@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("schedule,vpp", ALL_SCHEDULES)
+def test_layer_floors_never_exceed_the_optimum(seed: int, schedule: ScheduleName, vpp: int) -> None:
+    rng = random.Random(4100 + seed)
+    pp = rng.choice([2, 3]) if vpp > 1 else rng.choice([2, 3, 4])
+    inputs = mixed_inputs(rng, schedule, pp, vpp)
+    best = exhaustive_config(inputs, modes=("none",)).best
+    assert best is not None
+    step = best.score.step_time_s
+    floors = layer_rank_floors_s(inputs, per_stage=True)
+    assert floors is not None
+    assert floors[0] + floors[1] <= step * SLACK
+    assert time_floor_s(inputs) <= step * SLACK
+    loose = layer_rank_floors_s(inputs, per_stage=False, drain=False)
+    assert loose is not None and loose[0] <= floors[0] * SLACK and loose[1] <= floors[1] * SLACK
+    assert group_time_floor_s(inputs) <= step * SLACK
+
+
+@pytest.mark.parametrize("seed", range(100))
+@pytest.mark.parametrize("schedule,vpp", [("zb-h1", 1), ("zbv", 2)])
+def test_the_split_drain_never_exceeds_the_optimum(
+    seed: int, schedule: ScheduleName, vpp: int
+) -> None:
+    # light forwards, heavy input-grad backwards, light weight gradients: the drain after a
+    # rank's last I binds (the floor fails here if one fewer deferred W is allowed for)
+    rng = random.Random(8800 + seed)
+    pp = rng.choice([2, 3]) if vpp == 2 else rng.choice([2, 3, 4])
+    n = rng.randint(pp * vpp + 1, pp * vpp + 3)
+    m = rng.choice([1, 2, pp, pp + 1, 2 * pp])
+    rows = [
+        (rng.uniform(0.05, 0.3), rng.uniform(0.5, 2.0), rng.uniform(0.0, 0.3)) for _ in range(n)
+    ]
+    inputs = pipeline_inputs(
+        schedule,
+        pp,
+        vpp,
+        m,
+        fw=tuple(r[0] for r in rows),
+        bw_input=tuple((r[1],) * 3 for r in rows),
+        bw_weight=tuple(r[2] for r in rows),
+        p2p=(rng.choice([0.0, 0.05]),) * n,
+        act=((1.0, 1.0, 1.0),) * n,
+        static=(1.0,) * n,
+        post=(0.0,) * n,
+        cap=1e9,
+        modes=("none",),
+    )
+    best = exhaustive_config(inputs, modes=("none",)).best
+    assert best is not None
+    floors = layer_rank_floors_s(inputs, per_stage=True)
+    assert floors is not None and floors[0] + floors[1] <= best.score.step_time_s * SLACK
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_group_floor_holds_for_every_member(seed: int) -> None:
+    # one floor from the smallest-vpp member (the driver's plain representative) stands for
+    # every non-zbv member, with the drain where none splits its backward
+    rng = random.Random(5300 + seed)
+    pp = rng.choice([2, 3])
+    base = mixed_inputs(rng, "interleaved-1f1b", pp, 2)
+    members = [x for s, v in ALL_SCHEDULES if (x := as_member(base, s, v)) is not None]
+    plain = [x for x in members if x.schedule not in ("zb-h1", "zbv")]
+    with_drain = group_time_floor_s(plain[0], drain=True)
+    without = group_time_floor_s(plain[0])
+    for x in members:
+        best = exhaustive_config(x, modes=("none",)).best
+        assert best is not None
+        step = best.score.step_time_s
+        if x.schedule != "zbv":
+            assert without <= step * SLACK, x.schedule
+        if x in plain:
+            assert with_drain <= step * SLACK, x.schedule
+        else:
+            assert group_time_floor_s(x) <= step * SLACK, x.schedule
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_equal_middle_layers_give_the_gpt_floor_without_recompute(seed: int) -> None:
+    rng = random.Random(6100 + seed)
+    schedule, vpp = ALL_SCHEDULES[seed % len(ALL_SCHEDULES)]
+    inputs = gpt_inputs(rng, schedule, vpp)
+    lifted = replace(inputs, cap_bytes=1e12)  # no memory-forced recompute
+    if lifted.pp < 2:
+        return
+    ours = layer_rank_floors_s(lifted, per_stage=True, drain=True)
+    gpt = integer_rank_floors_s(lifted, per_stage=True, drain=True)
+    assert ours is not None and gpt is not None
+    assert ours == pytest.approx(gpt, rel=1e-12)
+
+
+@pytest.mark.parametrize("schedule,vpp", ALL_SCHEDULES)
+def test_few_weight_gradients_follow_a_ranks_last_backward(
+    schedule: ScheduleName, vpp: int
+) -> None:
+    # the split drain's premise: rank r's last input-grad backward (I, or B) is on a stage
+    # >= r (on r itself where the backward is split), and at most min(r + 1, m) weight
+    # gradients of any one stage follow it
+    for pp in range(2, 9):
+        for m in range(1, 3 * pp + 2):
+            try:
+                sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
+            except SpecError:
+                continue
+            for r, order in enumerate(sched.orders):
+                last = max(k for k, a in enumerate(order) if a.kind in ("I", "B"))
+                tail = order[last + 1 :]
+                assert all(a.kind == "W" for a in tail)
+                stage = order[last].stage
+                assert stage == r if schedule in ("zb-h1", "zbv") else stage >= r
+                for s in {a.stage for a in tail}:
+                    assert sum(a.stage == s for a in tail) <= min(r + 1, m), (pp, m, r)

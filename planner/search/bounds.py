@@ -202,10 +202,10 @@ def layer_rank_floors_s(
     / last layer's work on r, drain_r of rank_edges. The second: a rank's last input-grad
     backward (B or I) is on stage r in every schedule of planner.schedules with split
     backward (zb-h1, zbv) and some stage >= r in the others; at most k_r = min(r + 1, m)
-    weight-gradient actions per stage follow it (zb-h1 defers r + 1, zbv r on its second
-    stage and r + 1 on its first; none without split: tests/planner/search/
-    test_layer_floor.py counts them in the generated orders), so every other action of r runs
-    before it; the same micro-batch's input-grad backward then runs through stages r - 1 ..
+    weight-gradient actions per stage follow it (zb-h1 at every vpp defers r + 1, zbv r on
+    its second stage and r + 1 on its first; none without split: tests/planner/search/
+    test_layer_floor.py counts them in the generated orders), so every other action of r
+    runs before it; the same micro-batch's input-grad backward then runs through stages r - 1 ..
     0 (idrain_r: the first layer's cheapest input-grad bw, r - 1 middle layers' and r p2p
     hops, as rank_edges counts its drain). The post floor is Q_r (the ends' post on r) plus
     r's layers' post times. Each level is nondecreasing in D_r when each sum is over the D_r

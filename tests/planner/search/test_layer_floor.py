@@ -156,7 +156,7 @@ def test_equal_middle_layers_give_the_gpt_floor_without_recompute(seed: int) -> 
     assert ours == pytest.approx(gpt, rel=1e-12)
 
 
-@pytest.mark.parametrize("schedule,vpp", ALL_SCHEDULES)
+@pytest.mark.parametrize("schedule,vpp", [*ALL_SCHEDULES, ("zb-h1", 2), ("zb-h1", 3)])
 def test_few_weight_gradients_follow_a_ranks_last_backward(
     schedule: ScheduleName, vpp: int
 ) -> None:

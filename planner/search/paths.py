@@ -16,6 +16,7 @@ constant: `length_s(inputs.overhead_durations)`.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from planner.memo import PerObject
 from planner.schedules import Schedule, StageDurations, kernel
 from planner.schedules.generators import schedule_codes
+from planner.schedules.ir import Action, ActionKind
 from planner.schedules.simulate import compiled_flat, longest_path, rank_positions
 
 _F, _B, _I, _W = 0, 1, 2, 3
@@ -187,3 +189,110 @@ def through_rank_paths(
                 )
             )
     return cuts
+
+
+@dataclass(frozen=True)
+class Detour:
+    """A detour of one rank's chain (detour_paths): from the rank's action on stage s, the
+    same micro-batch's actions of the same kind through the stages between s and the
+    rank's next stage t = s + pp (forward, F) or s - pp (backward, B), each on another
+    rank, into the rank's action on t; the rank's own actions between the two are
+    skipped. `delta`: per stage, the detour's actions less the skipped ones (all of the
+    detour's kind); `crossings`: the boundaries it crosses between two ranks (each a p2p
+    lag; the simulator charges none between stages of one rank)."""
+
+    backward: bool
+    delta: tuple[int, ...]
+    crossings: int
+
+
+@dataclass(frozen=True)
+class DetourPath:
+    """Rank `rank`'s through path (`base`: the fill to its first action, every action of
+    the rank in order, the drain after its last) with `detours`: pairwise disjoint stretches
+    of the chain, each of which the path may take or not — every subset is a path of the
+    schedule."""
+
+    rank: int
+    base: PathCut
+    detours: tuple[Detour, ...]
+
+
+def detour_paths(schedule: Schedule) -> tuple[DetourPath, ...]:
+    """Per rank, its DetourPath: the detours found on its chain (pure ones only: every
+    skipped action of the detour's kind), chosen by earliest end so that none overlaps the
+    next (interval scheduling: the most of them). Empty where no rank has a stage pp
+    further on (vpp = 1). Cached per schedule.
+
+    Each detour is a path of the schedule's DAG: F of stage s + 1 waits for F of s (the
+    same micro-batch), B of s - 1 for B of s (planner.schedules.validate), so the rank's
+    action on s, the detour's actions and the rank's action on t are linked by data
+    dependencies, and the rank's chain continues from its action on t. Taking the detours
+    of any subset replaces disjoint stretches of the chain, so each subset is a path from
+    the base path's start to its end."""
+    return _DETOURS.get(schedule, lambda: _detour_paths(schedule))
+
+
+_DETOURS: PerObject[tuple[DetourPath, ...]] = PerObject()
+
+
+def _detour_paths(schedule: Schedule) -> tuple[DetourPath, ...]:
+    n_st, pp = schedule.num_stages, schedule.pp
+    if n_st <= pp:
+        return ()
+    seeds = seed_cuts(schedule)
+    if len(seeds) != 3 * pp:  # a rank without actions: no through path to start from
+        return ()
+    exists = {(a.kind, a.stage, a.microbatch) for order in schedule.orders for a in order}
+    out = []
+    for rank, order in enumerate(schedule.orders):
+        found = sorted(_rank_detours(schedule, order, rank, exists))
+        chosen: list[Detour] = []
+        end = -1
+        for j, i, detour in found:
+            if i >= end:  # starts where the last one ended, or later
+                chosen.append(detour)
+                end = j
+        if chosen:
+            # the first of the rank's two through paths: every action, then the drain
+            out.append(DetourPath(rank, seeds[pp + 2 * rank], tuple(chosen)))
+    return tuple(out)
+
+
+def _rank_detours(
+    schedule: Schedule,
+    order: Sequence[Action],
+    rank: int,
+    exists: set[tuple[ActionKind, int, int]],
+) -> list[tuple[int, int, Detour]]:
+    """(end position, start position, Detour) of every pure detour on `order`."""
+    n_st, pp = schedule.num_stages, schedule.pp
+    pos = {(a.kind, a.stage, a.microbatch): i for i, a in enumerate(order)}
+    found = []
+    for i, a in enumerate(order):
+        if a.kind is ActionKind.F:
+            t, step = a.stage + pp, 1
+        elif a.kind is ActionKind.B:
+            t, step = a.stage - pp, -1
+        else:
+            continue
+        if not 0 <= t < n_st or schedule.rank_of(t) != rank:
+            continue
+        between = range(a.stage + step, t, step)
+        if any(
+            schedule.rank_of(s) == rank or (a.kind, s, a.microbatch) not in exists for s in between
+        ):
+            continue
+        j = pos.get((a.kind, t, a.microbatch))
+        if j is None or j <= i or any(x.kind is not a.kind for x in order[i + 1 : j]):
+            continue
+        delta = [0] * n_st
+        for s in between:
+            delta[s] += 1
+        for x in order[i + 1 : j]:
+            delta[x.stage] -= 1
+        hops = (a.stage, *between, t)
+        ranks = [schedule.rank_of(x) for x in hops]
+        crossings = sum(x != y for x, y in itertools.pairwise(ranks))
+        found.append((j, i, Detour(a.kind is ActionKind.B, tuple(delta), crossings)))
+    return found

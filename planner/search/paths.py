@@ -17,6 +17,7 @@ constant: `length_s(inputs.overhead_durations)`.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from planner.memo import PerObject
 from planner.schedules import Schedule, StageDurations, kernel
 from planner.schedules.generators import schedule_codes
-from planner.schedules.ir import Action, ActionKind
 from planner.schedules.simulate import compiled_flat, longest_path, rank_positions
 
 _F, _B, _I, _W = 0, 1, 2, 3
@@ -243,15 +243,18 @@ def _detour_paths(schedule: Schedule) -> tuple[DetourPath, ...]:
     seeds = seed_cuts(schedule)
     if len(seeds) != 3 * pp:  # a rank without actions: no through path to start from
         return ()
-    exists = {(a.kind, a.stage, a.microbatch) for order in schedule.orders for a in order}
+    codes, offsets = schedule_codes(schedule)  # triples (stage, kind, micro-batch)
+    routes = _Routes(schedule, codes)
     out = []
-    for rank, order in enumerate(schedule.orders):
-        found = sorted(_rank_detours(schedule, order, rank, exists))
+    for rank in range(pp):
+        lo, hi = 3 * offsets[rank], 3 * offsets[rank + 1]
+        found = sorted(_rank_detours(codes[lo:hi], rank, routes))
         chosen: list[Detour] = []
         end = -1
-        for j, i, detour in found:
+        stages = codes[lo:hi:3]
+        for j, i, kind, first, last in found:
             if i >= end:  # starts where the last one ended, or later
-                chosen.append(detour)
+                chosen.append(routes.detour(kind, first, last, stages[i + 1 : j]))
                 end = j
         if chosen:
             # the first of the rank's two through paths: every action, then the drain
@@ -259,40 +262,98 @@ def _detour_paths(schedule: Schedule) -> tuple[DetourPath, ...]:
     return tuple(out)
 
 
-def _rank_detours(
-    schedule: Schedule,
-    order: Sequence[Action],
-    rank: int,
-    exists: set[tuple[ActionKind, int, int]],
-) -> list[tuple[int, int, Detour]]:
-    """(end position, start position, Detour) of every pure detour on `order`."""
-    n_st, pp = schedule.num_stages, schedule.pp
-    pos = {(a.kind, a.stage, a.microbatch): i for i, a in enumerate(order)}
-    found = []
-    for i, a in enumerate(order):
-        if a.kind is ActionKind.F:
-            t, step = a.stage + pp, 1
-        elif a.kind is ActionKind.B:
-            t, step = a.stage - pp, -1
-        else:
-            continue
-        if not 0 <= t < n_st or schedule.rank_of(t) != rank:
-            continue
-        between = range(a.stage + step, t, step)
-        if any(
-            schedule.rank_of(s) == rank or (a.kind, s, a.microbatch) not in exists for s in between
-        ):
-            continue
-        j = pos.get((a.kind, t, a.microbatch))
-        if j is None or j <= i or any(x.kind is not a.kind for x in order[i + 1 : j]):
-            continue
-        delta = [0] * n_st
-        for s in between:
-            delta[s] += 1
-        for x in order[i + 1 : j]:
-            delta[x.stage] -= 1
-        hops = (a.stage, *between, t)
-        ranks = [schedule.rank_of(x) for x in hops]
+class _Routes:
+    """Per (kind, stage s) of a rank's action: the stages a detour passes from s to the
+    rank's next stage pp away (s + pp forward, s - pp backward), or None where there is
+    none (off the ends, another rank's stage there, the rank itself between, or a stage
+    between that lacks that kind of action: a split backward has I, not B)."""
+
+    def __init__(self, schedule: Schedule, codes: Sequence[int]) -> None:
+        self.schedule = schedule
+        self.codes = codes
+        # actions per (kind, stage): every micro-batch has one where it is m
+        self.count = Counter(zip(codes[1::3], codes[0::3], strict=True))
+        self._known: dict[tuple[int, int], tuple[int, range, int, bool] | None] = {}
+        self._mbs: dict[tuple[int, int], set[int]] = {}
+
+    def route(self, kind: int, stage: int) -> tuple[int, range, int, bool] | None:
+        """(target stage, stages between, boundaries crossed between ranks, whether every
+        micro-batch has its action on every stage between) or None."""
+        key = (kind, stage)
+        if key not in self._known:
+            self._known[key] = self._route(kind, stage)
+        return self._known[key]
+
+    def _route(self, kind: int, stage: int) -> tuple[int, range, int, bool] | None:
+        sched, pp = self.schedule, self.schedule.pp
+        step = 1 if kind == _F else -1
+        t = stage + step * pp
+        rank = sched.rank_of(stage)
+        if not 0 <= t < sched.num_stages or sched.rank_of(t) != rank:
+            return None
+        between = range(stage + step, t, step)
+        if any(sched.rank_of(x) == rank or not self.count[(kind, x)] for x in between):
+            return None
+        ranks = [sched.rank_of(x) for x in (stage, *between, t)]
         crossings = sum(x != y for x, y in itertools.pairwise(ranks))
-        found.append((j, i, Detour(a.kind is ActionKind.B, tuple(delta), crossings)))
+        full = all(self.count[(kind, x)] == sched.num_microbatches for x in between)
+        return t, between, crossings, full
+
+    def passes(self, kind: int, stage: int, mb: int) -> bool:
+        """Micro-batch `mb` has its action of this kind on every stage the route from
+        `stage` passes."""
+        route = self.route(kind, stage)
+        if route is None:
+            return False
+        if route[3]:
+            return True
+        return all(mb in self._micro_batches(kind, x) for x in route[1])
+
+    def _micro_batches(self, kind: int, stage: int) -> set[int]:
+        key = (kind, stage)
+        if key not in self._mbs:
+            c = self.codes
+            triples = zip(c[0::3], c[1::3], c[2::3], strict=True)
+            self._mbs[key] = {mb for st, k, mb in triples if k == kind and st == stage}
+        return self._mbs[key]
+
+    def detour(self, kind: int, first: int, last: int, skipped: Sequence[int]) -> Detour:
+        """The Detour from stage `first` to `last`, skipping the rank's actions on the
+        stages `skipped`."""
+        route = self.route(kind, first)
+        assert route is not None and route[0] == last
+        delta = [0] * self.schedule.num_stages
+        for x in route[1]:
+            delta[x] += 1
+        for x in skipped:
+            delta[x] -= 1
+        return Detour(kind == _B, tuple(delta), route[2])
+
+
+_RUNS = re.compile(rb"\x00{2,}|\x01{2,}")  # kinds _F = 0, _B = 1
+
+
+def _rank_detours(
+    codes: Sequence[int], rank: int, routes: _Routes
+) -> list[tuple[int, int, int, int, int]]:
+    """(end position, start position, kind, first stage, last stage) of every pure detour on
+    one rank's order (`codes`: its (stage, kind, micro-batch) triples). The actions skipped
+    and both ends are all of one kind, so a pure detour lies inside a maximal run of F (or
+    B) actions of the order: the warm-up and cool-down, where runs are long; each run is
+    searched alone."""
+    stages, mbs = codes[0::3], codes[2::3]
+    found = []
+    # the runs of two or more F or B actions, found by the regex engine over the kinds
+    for run in _RUNS.finditer(bytes(list(codes[1::3]))):
+        a, b = run.span()
+        kind = run.group()[0]
+        pos = {(stages[i], mbs[i]): i for i in range(a, b)}
+        for i in range(a, b):
+            route = routes.route(kind, stages[i])
+            if route is None:
+                continue
+            t = route[0]
+            j = pos.get((t, mbs[i]))
+            if j is not None and j > i and routes.passes(kind, stages[i], mbs[i]):
+                found.append((j, i, kind, stages[i], t))
     return found

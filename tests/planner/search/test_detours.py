@@ -111,6 +111,9 @@ def test_rows_never_exceed_any_partitions_makespan(
         for row in rows:
             value = row.value_s(blocks)
             assert value <= sc.score.pipeline_s * (1 + 1e-12)
+            beta, alpha = row.chords()  # what the LP holds: at most the row
+            linear = beta + sum(a * d for a, d in zip(alpha, blocks, strict=True))
+            assert linear <= value * (1 + 1e-12) + 1e-12
             closest = max(closest, value / sc.score.pipeline_s)
     assert closest > 0.99  # tight somewhere: a row inflated by 1 % would break the bound
 

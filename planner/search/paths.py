@@ -16,6 +16,8 @@ constant: `length_s(inputs.overhead_durations)`.
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -187,3 +189,171 @@ def through_rank_paths(
                 )
             )
     return cuts
+
+
+@dataclass(frozen=True)
+class Detour:
+    """A detour of one rank's chain (detour_paths): from the rank's action on stage s, the
+    same micro-batch's actions of the same kind through the stages between s and the
+    rank's next stage t = s + pp (forward, F) or s - pp (backward, B), each on another
+    rank, into the rank's action on t; the rank's own actions between the two are
+    skipped. `delta`: per stage, the detour's actions less the skipped ones (all of the
+    detour's kind); `crossings`: the boundaries it crosses between two ranks (each a p2p
+    lag; the simulator charges none between stages of one rank)."""
+
+    backward: bool
+    delta: tuple[int, ...]
+    crossings: int
+
+
+@dataclass(frozen=True)
+class DetourPath:
+    """Rank `rank`'s through path (`base`: the fill to its first action, every action of
+    the rank in order, the drain after its last) with `detours`: pairwise disjoint stretches
+    of the chain, each of which the path may take or not — every subset is a path of the
+    schedule."""
+
+    rank: int
+    base: PathCut
+    detours: tuple[Detour, ...]
+
+
+def detour_paths(schedule: Schedule) -> tuple[DetourPath, ...]:
+    """Per rank, its DetourPath: the detours found on its chain (pure ones only: every
+    skipped action of the detour's kind), chosen by earliest end so that none overlaps the
+    next (interval scheduling: the most of them). Empty where no rank has a stage pp
+    further on (vpp = 1). Cached per schedule.
+
+    Each detour is a path of the schedule's DAG: F of stage s + 1 waits for F of s (the
+    same micro-batch), B of s - 1 for B of s (planner.schedules.validate), so the rank's
+    action on s, the detour's actions and the rank's action on t are linked by data
+    dependencies, and the rank's chain continues from its action on t. Taking the detours
+    of any subset replaces disjoint stretches of the chain, so each subset is a path from
+    the base path's start to its end."""
+    return _DETOURS.get(schedule, lambda: _detour_paths(schedule))
+
+
+_DETOURS: PerObject[tuple[DetourPath, ...]] = PerObject()
+
+
+def _detour_paths(schedule: Schedule) -> tuple[DetourPath, ...]:
+    n_st, pp = schedule.num_stages, schedule.pp
+    if n_st <= pp:
+        return ()
+    seeds = seed_cuts(schedule)
+    if len(seeds) != 3 * pp:  # a rank without actions: no through path to start from
+        return ()
+    codes, offsets = schedule_codes(schedule)  # triples (stage, kind, micro-batch)
+    routes = _Routes(schedule, codes)
+    out = []
+    for rank in range(pp):
+        lo, hi = 3 * offsets[rank], 3 * offsets[rank + 1]
+        found = sorted(_rank_detours(codes[lo:hi], rank, routes))
+        chosen: list[Detour] = []
+        end = -1
+        stages = codes[lo:hi:3]
+        for j, i, kind, first, last in found:
+            if i >= end:  # starts where the last one ended, or later
+                chosen.append(routes.detour(kind, first, last, stages[i + 1 : j]))
+                end = j
+        if chosen:
+            # the first of the rank's two through paths: every action, then the drain
+            out.append(DetourPath(rank, seeds[pp + 2 * rank], tuple(chosen)))
+    return tuple(out)
+
+
+class _Routes:
+    """Per (kind, stage s) of a rank's action: the stages a detour passes from s to the
+    rank's next stage pp away (s + pp forward, s - pp backward), or None where there is
+    none (off the ends, another rank's stage there, the rank itself between, or a stage
+    between that lacks that kind of action: a split backward has I, not B)."""
+
+    def __init__(self, schedule: Schedule, codes: Sequence[int]) -> None:
+        self.schedule = schedule
+        self.codes = codes
+        # actions per (kind, stage): every micro-batch has one where it is m
+        self.count = Counter(zip(codes[1::3], codes[0::3], strict=True))
+        self._known: dict[tuple[int, int], tuple[int, range, int, bool] | None] = {}
+        self._mbs: dict[tuple[int, int], set[int]] = {}
+
+    def route(self, kind: int, stage: int) -> tuple[int, range, int, bool] | None:
+        """(target stage, stages between, boundaries crossed between ranks, whether every
+        micro-batch has its action on every stage between) or None."""
+        key = (kind, stage)
+        if key not in self._known:
+            self._known[key] = self._route(kind, stage)
+        return self._known[key]
+
+    def _route(self, kind: int, stage: int) -> tuple[int, range, int, bool] | None:
+        sched, pp = self.schedule, self.schedule.pp
+        step = 1 if kind == _F else -1
+        t = stage + step * pp
+        rank = sched.rank_of(stage)
+        if not 0 <= t < sched.num_stages or sched.rank_of(t) != rank:
+            return None
+        between = range(stage + step, t, step)
+        if any(sched.rank_of(x) == rank or not self.count[(kind, x)] for x in between):
+            return None
+        ranks = [sched.rank_of(x) for x in (stage, *between, t)]
+        crossings = sum(x != y for x, y in itertools.pairwise(ranks))
+        full = all(self.count[(kind, x)] == sched.num_microbatches for x in between)
+        return t, between, crossings, full
+
+    def passes(self, kind: int, stage: int, mb: int) -> bool:
+        """Micro-batch `mb` has its action of this kind on every stage the route from
+        `stage` passes."""
+        route = self.route(kind, stage)
+        if route is None:
+            return False
+        if route[3]:
+            return True
+        return all(mb in self._micro_batches(kind, x) for x in route[1])
+
+    def _micro_batches(self, kind: int, stage: int) -> set[int]:
+        key = (kind, stage)
+        if key not in self._mbs:
+            c = self.codes
+            triples = zip(c[0::3], c[1::3], c[2::3], strict=True)
+            self._mbs[key] = {mb for st, k, mb in triples if k == kind and st == stage}
+        return self._mbs[key]
+
+    def detour(self, kind: int, first: int, last: int, skipped: Sequence[int]) -> Detour:
+        """The Detour from stage `first` to `last`, skipping the rank's actions on the
+        stages `skipped`."""
+        route = self.route(kind, first)
+        assert route is not None and route[0] == last
+        delta = [0] * self.schedule.num_stages
+        for x in route[1]:
+            delta[x] += 1
+        for x in skipped:
+            delta[x] -= 1
+        return Detour(kind == _B, tuple(delta), route[2])
+
+
+_RUNS = re.compile(rb"\x00{2,}|\x01{2,}")  # kinds _F = 0, _B = 1
+
+
+def _rank_detours(
+    codes: Sequence[int], rank: int, routes: _Routes
+) -> list[tuple[int, int, int, int, int]]:
+    """(end position, start position, kind, first stage, last stage) of every pure detour on
+    one rank's order (`codes`: its (stage, kind, micro-batch) triples). The actions skipped
+    and both ends are all of one kind, so a pure detour lies inside a maximal run of F (or
+    B) actions of the order: the warm-up and cool-down, where runs are long; each run is
+    searched alone."""
+    stages, mbs = codes[0::3], codes[2::3]
+    found = []
+    # the runs of two or more F or B actions, found by the regex engine over the kinds
+    for run in _RUNS.finditer(bytes(list(codes[1::3]))):
+        a, b = run.span()
+        kind = run.group()[0]
+        pos = {(stages[i], mbs[i]): i for i in range(a, b)}
+        for i in range(a, b):
+            route = routes.route(kind, stages[i])
+            if route is None:
+                continue
+            t = route[0]
+            j = pos.get((t, mbs[i]))
+            if j is not None and j > i and routes.passes(kind, stages[i], mbs[i]):
+                found.append((j, i, kind, stages[i], t))
+    return found

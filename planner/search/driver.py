@@ -69,7 +69,7 @@ from planner.search.exact import (
     solve_config,
 )
 from planner.search.exhaustive import exhaustive_config
-from planner.search.hints import hint_partitions, quick_partition
+from planner.search.hints import hint_partitions, quick_partition, quick_partitions
 from planner.search.kinds import (
     CoarseKey,
     ExpertKey,
@@ -1219,10 +1219,11 @@ def _sweep(
                 ):
                     continue  # its floor reaches the incumbent: no heuristic (the exact
                     # phase prunes it), unless its family still needs an alternative
-                quick = quick_partition(inputs, cfg.modes)
-                sc = Scored(quick, score(inputs, quick))
-                entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
-                _offer(request, out, entry, sc)
+                for quick in quick_partitions(inputs, cfg.modes):
+                    sc = Scored(quick, score(inputs, quick))
+                    if sc.score.feasible:
+                        entry.estimate_s = min(entry.estimate_s, sc.score.step_time_s)
+                    _offer(request, out, entry, sc)
         out.entries.extend(entries)
         # A group that gave the incumbent: its configuration's improve-pass work (hints and
         # hill climb) now rather than after the sweep, so that the groups after it meet the

@@ -42,7 +42,13 @@ from planner.catalog.efficiency import Efficiency
 from planner.catalog.models import HEAD
 from planner.cost.candidate import check_candidate
 from planner.cost.comm import all_reduce_s, p2p_s, pp_link, tp_link
-from planner.cost.folded import cp_times, ep_time, folded_buffer_bytes, request_links
+from planner.cost.folded import (
+    FoldedLinks,
+    cp_times,
+    ep_time,
+    folded_buffer_bytes,
+    request_links,
+)
 from planner.cost.memory import (
     DEFAULT_MEMORY_TERMS,
     MemoryTerms,
@@ -60,6 +66,7 @@ from planner.schedules import HeldPoint, held_points_of, peak_inflight_of, stage
 from planner.specs.base import RECOMPUTE_MODES, ScheduleName
 from planner.specs.model import LayerCost
 from planner.specs.request import Candidate, PlanRequest
+from planner.specs.training import TrainingSpec
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,6 @@ def build_inputs(
     # dense gradients are reduced over dp x cp (cp folds into the data-parallel group, as
     # Megatron-Core does), the routed experts' over edp; ZeRO shards each over its group
     dense_dp, edp = dp * c.cp, c.edp
-    dlink = folded.dense_grad
     gpu = cluster.device
 
     # Tied embeddings (gpt): the head's copy of the word embeddings is the same tensor when
@@ -185,24 +191,20 @@ def build_inputs(
         if tied and shared_rank and is_head:
             params = max(0.0, params - word_params)
         expert = cost.expert_param_count
-        dense = params - expert
         z = c.zero_stage
-        sb = static_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
-        sync = dp_sync_s(
-            dense, training=training, zero_stage=z, dp=dense_dp, link=dlink, microbatches=m
-        )
-        step_bytes = optimizer_step_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
+        sb = static_bytes(params - expert, training=training, zero_stage=z, dp=dense_dp)
         if expert > 0:
             sb = sb.plus(static_bytes(expert, training=training, zero_stage=z, dp=edp))
-            sync += dp_sync_s(
-                expert,
-                training=training,
-                zero_stage=z,
-                dp=edp,
-                link=folded.expert_grad,
-                microbatches=m,
-            )
-            step_bytes += optimizer_step_bytes(expert, training=training, zero_stage=z, dp=edp)
+        sync, step_bytes = gradient_terms(
+            params,
+            expert,
+            training=training,
+            zero_stage=z,
+            dense_dp=dense_dp,
+            edp=edp,
+            links=folded,
+            microbatches=m,
+        )
         if tied and (first or is_head):
             sync += tied_sync_s
         opt = efficiency.memory_s(step_bytes, gpu)
@@ -288,6 +290,47 @@ def build_inputs(
         reserve_bytes=float(request.reserve_bytes),
     )
     return inputs, terms
+
+
+def gradient_terms(
+    params: float,
+    expert: float,
+    *,
+    training: TrainingSpec,
+    zero_stage: int,
+    dense_dp: int,
+    edp: int,
+    links: FoldedLinks,
+    microbatches: int,
+) -> tuple[float, float]:
+    """(DP gradient sync seconds, optimizer step HBM bytes) of one layer of `params`
+    parameters, `expert` of them the routed experts': the dense ones reduced and sharded over
+    dense_dp (dp x cp) on links.dense_grad, the experts' over edp on links.expert_grad
+    (planner.cost.memory.dp_sync_s, optimizer_step_bytes). Without the tied embedding's
+    all-reduce, which build_inputs adds on the two ranks that hold a copy. Each is
+    nondecreasing in `params` at a fixed `expert`."""
+    dense = params - expert
+    z = zero_stage
+    sync = dp_sync_s(
+        dense,
+        training=training,
+        zero_stage=z,
+        dp=dense_dp,
+        link=links.dense_grad,
+        microbatches=microbatches,
+    )
+    step_bytes = optimizer_step_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
+    if expert > 0:
+        sync += dp_sync_s(
+            expert,
+            training=training,
+            zero_stage=z,
+            dp=edp,
+            link=links.expert_grad,
+            microbatches=microbatches,
+        )
+        step_bytes += optimizer_step_bytes(expert, training=training, zero_stage=z, dp=edp)
+    return sync, step_bytes
 
 
 def _term_runs(

@@ -69,18 +69,21 @@ from planner.search.exact import (
     solve_config,
 )
 from planner.search.exhaustive import exhaustive_config
-from planner.search.hints import hint_partitions, quick_partition
+from planner.search.hints import hint_partitions, quick_partition, quick_partitions
 from planner.search.kinds import (
     CoarseKey,
     ExpertKey,
     MemoryKey,
+    PostKey,
     coarse_key,
     coarse_work,
     expert_key,
     expert_work,
     group_memory_key,
+    group_post_key,
     kind_key,
     kind_memory_floor_bytes,
+    kind_post_floor_s,
     kind_work,
 )
 from planner.search.model import StageSplit
@@ -195,6 +198,9 @@ class Outcome:
     memory_kinds: dict[MemoryKey, float | None] = field(
         default_factory=dict
     )  # memory_key -> kind_memory_floor_bytes (None: no costs): _settle_pending_memory
+    post_kinds: dict[PostKey, float | None] = field(
+        default_factory=dict
+    )  # post_key -> kind_post_floor_s (None: no costs): _post_floor
     lower_bound_s: float | None = None
     gap: float | None = None
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
@@ -971,6 +977,23 @@ def _kind_memory_floor(
     return out.memory_kinds[key]
 
 
+def _post_floor(
+    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
+) -> float | None:
+    """kinds.kind_post_floor_s of the group's post key, kept in out.post_kinds: at most
+    sum(post_s) of every member's PartitionInputs, so the group's time floor is at least
+    max(m W / pp, C) + this / pp (bounds.group_time_floor_s' first terms) without building
+    them; None where the cost source has no costs."""
+    key = group_post_key(members)
+    if key not in out.post_kinds:
+        try:
+            floor = kind_post_floor_s(request, src, members[0], shared=key[-1])
+        except (SpecError, ValueError):
+            floor = None
+        out.post_kinds[key] = floor
+    return out.post_kinds[key]
+
+
 def _over_cap(request: PlanRequest, floor: float) -> bool:
     """A kind memory floor above the cap: its sums run in another order than the built
     inputs', and a relative 1e-9 above the cap is far beyond their rounding."""
@@ -1142,6 +1165,11 @@ def _sweep(
                 work = _expert_floor(request, src, out, members) or work
             if work is None or work < enough:
                 work = _work_floor(request, src, out, members)
+            if work is not None and work < enough:
+                # with the average post time (_post_floor): the first terms of the group's
+                # time floor (group_time_floor_s), before its representatives are built
+                post = _post_floor(request, src, out, members)
+                work += post / members[0].pp if post is not None else 0.0
             if work is not None and work >= enough:
                 out.group_time_pruned += len(members)
                 out.time_groups.append(MemoryGroup(members, 0.0, work))
@@ -1191,10 +1219,11 @@ def _sweep(
                 ):
                     continue  # its floor reaches the incumbent: no heuristic (the exact
                     # phase prunes it), unless its family still needs an alternative
-                quick = quick_partition(inputs, cfg.modes)
-                sc = Scored(quick, score(inputs, quick))
-                entry.estimate_s = sc.score.step_time_s if sc.score.feasible else float("inf")
-                _offer(request, out, entry, sc)
+                for quick in quick_partitions(inputs, cfg.modes):
+                    sc = Scored(quick, score(inputs, quick))
+                    if sc.score.feasible:
+                        entry.estimate_s = min(entry.estimate_s, sc.score.step_time_s)
+                    _offer(request, out, entry, sc)
         out.entries.extend(entries)
         # A group that gave the incumbent: its configuration's improve-pass work (hints and
         # hill climb) now rather than after the sweep, so that the groups after it meet the

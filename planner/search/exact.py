@@ -448,6 +448,7 @@ def _lp_settles(
 ) -> bool:
     """The LP phases in order (lp_phase, then probe_phase once per configuration, then,
     when proving, separate_lp with at most `separate` solves and probe_phase again, then
+    the rounds a stalled lp_phase left and, when proving, probe_phase once more, then
     branch_phase);
     True if one shows nothing beats the bound. The domains they prove are kept in
     `col.result` for CP-SAT and later calls."""
@@ -492,9 +493,14 @@ def _lp_settles(
         result.prove_floor(probe.floor_s)
         if probe.closed:
             return True
+    # When proving, what probing left open: the LP's own optimum's paths (separate_lp,
+    # about one cutting-plane round's work in a first call), before the rounds a stall left
+    # (one round's neighbours each): where the separation settles it, they are not needed.
+    if prove and _separation_settles(col, lp, limit, time_left, separate, tuning):
+        return True
     if rounds_done.stalled:
-        # probing did not settle it: the rounds left, whose neighbours' paths and scores the
-        # branching and CP-SAT use (a stalled floor does not mean no paths are missing)
+        # the rounds left, whose neighbours' paths and scores the branching and CP-SAT use
+        # (a stalled floor does not mean no paths are missing)
         resumed = lp_phase(
             lp,
             col.seeds,
@@ -509,41 +515,10 @@ def _lp_settles(
         )
         if resumed.settled:
             return True
+        if prove and _probe_settles(col, lp, limit, time_left, tuning):
+            return True  # probing once more, on the rounds' paths too
     if not prove:  # branching is a proof device: left to the call that proves
         return False
-    # What probing left open: the LP's own optimum's paths (separate_lp), inside the domains
-    # (they hold every better partition, so its value there is a floor), for the branching
-    # and CP-SAT after it.
-    bound = limit()
-    if separate > 0 and bound is not None:
-        if result.domains is not None:
-            lp.count_run(counted_run(col.inputs))
-            lp.set_count_bounds(result.domains)
-        point = lp.solve()
-        if point is not None and point.value_s < math.inf:
-            best = result.best
-            point = separate_lp(
-                lp,
-                point,
-                col.add_cut,
-                bound,
-                separate,
-                time_left,
-                result.prove_floor,
-                core=durations_of(best.score) if best is not None else None,
-                core_share=tuning.lp_separate_core,
-            )
-        if result.domains is not None:
-            lp.set_count_bounds(_free(col.inputs))  # the LP is shared with the branching
-        if point is not None and point.reaches(bound):
-            return True
-        # probing again on the stronger LP: its sides close where they did not before
-        probe = probe_phase(lp, limit, time_left, result.domains, tuning=tuning)
-        result.solver_calls += probe.solves
-        result.domains = probe.domains
-        result.prove_floor(probe.floor_s)
-        if probe.closed:
-            return True
     best = result.best
     # the partition that sets the bound is this configuration's (tuning.branch_solves_own)
     if best is not None and (bound_s is None or best.score.step_time_s <= bound_s):
@@ -557,6 +532,63 @@ def _lp_settles(
     if not branch.closed and branch.hull is not None:
         result.domains = intersect(result.domains, branch.hull)
     return branch.closed
+
+
+def _separation_settles(
+    col: Collector,
+    lp: CutLP,
+    limit: Callable[[], float | None],
+    time_left: Callable[[], float] | None,
+    separate: int,
+    tuning: SearchTuning,
+) -> bool:
+    """separate_lp (at most `separate` solves) inside the count domains (they hold every
+    better partition, so the LP's value there is a floor), then probing again on the
+    stronger LP, whose sides close where they did not before: True if either shows nothing
+    beats the bound. Its paths serve the branching and CP-SAT after it."""
+    result = col.result
+    bound = limit()
+    if separate <= 0 or bound is None:
+        return False
+    if result.domains is not None:
+        lp.count_run(counted_run(col.inputs))
+        lp.set_count_bounds(result.domains)
+    point = lp.solve()
+    if point is not None and point.value_s < math.inf:
+        best = result.best
+        point = separate_lp(
+            lp,
+            point,
+            col.add_cut,
+            bound,
+            separate,
+            time_left,
+            result.prove_floor,
+            core=durations_of(best.score) if best is not None else None,
+            core_share=tuning.lp_separate_core,
+        )
+    if result.domains is not None:
+        lp.set_count_bounds(_free(col.inputs))  # the LP is shared with the branching
+    if point is not None and point.reaches(bound):
+        return True
+    return _probe_settles(col, lp, limit, time_left, tuning)
+
+
+def _probe_settles(
+    col: Collector,
+    lp: CutLP,
+    limit: Callable[[], float | None],
+    time_left: Callable[[], float] | None,
+    tuning: SearchTuning,
+) -> bool:
+    """probe_phase again from the count domains proven so far, on an LP that has gained
+    cuts since: its sides close where they did not before. True if the domain closes."""
+    result = col.result
+    probe = probe_phase(lp, limit, time_left, result.domains, tuning=tuning)
+    result.solver_calls += probe.solves
+    result.domains = probe.domains
+    result.prove_floor(probe.floor_s)
+    return probe.closed
 
 
 def cpsat_phase(

@@ -38,6 +38,7 @@ from planner.cost.folded import (
     ep_time,
     request_links,
 )
+from planner.cost.inputs import gradient_terms
 from planner.cost.memory import buffer_bytes, static_bytes
 from planner.cost.partition import MODE_INDEX, SPLIT_BACKWARD
 from planner.cost.source import CostSource, request_efficiency
@@ -419,3 +420,95 @@ def _memory_runs(src: CostSource, costs: tuple[LayerCost, ...]) -> MemoryRuns:
     out = (runs, boundary)
     _MEMORY_RUNS.get(src, dict)[id(costs)] = out
     return out
+
+
+# what one group's post floor depends on (kind_post_floor_s): (tp, mbs, sp, cp, ep, etp, dp,
+# ZeRO, whether the tied embedding and head may share a rank)
+PostKey = tuple[int, int, bool, int, int, int, int, int, bool]
+
+
+def group_post_key(members: list[Config]) -> PostKey:
+    """The post_key of a sweep group (its members share every term but the schedule and vpp;
+    `shared` as in group_memory_key)."""
+    cfg = members[0]
+    shared = cfg.pp == 1 or "zbv" in map(_SCHEDULE, members)
+    return (
+        cfg.tp,
+        cfg.micro_batch_size,
+        cfg.sequence_parallel,
+        cfg.cp,
+        cfg.ep,
+        cfg.etp,
+        cfg.dp,
+        cfg.zero_stage,
+        shared,
+    )
+
+
+def kind_post_floor_s(request: PlanRequest, src: CostSource, cfg: Config, *, shared: bool) -> float:
+    """At most sum(post_s) of the PartitionInputs of every configuration with cfg's post key,
+    without building them: each layer's DP gradient sync + optimizer step
+    (planner.cost.inputs.gradient_terms, the function build_inputs prices them with, on the
+    same links: the dense gradients' over dp x cp, the experts' over edp), summed over the
+    layers in their order as bounds.time_floor_s sums post_s. None of it reads pp, the
+    schedule or vpp, except the tied embeddings': build_inputs adds the embedding gradient's
+    all-reduce (>= 0) on the first and the last layer where they sit on two ranks, left out
+    here, and drops the head's copy of the word embeddings (V h / tp) from its parameters
+    where they share one; with `shared` (some member may put the first and the last stage
+    on one rank: pp 1, zbv) the copy is dropped, which lowers the head's terms (each is
+    nondecreasing in the parameter count). Each layer's term is thus at most the built one
+    (equal without tied embeddings), and so is the sum (rounded addition is monotone). Raises
+    as CostSource.layer_costs does where there are no costs at the point."""
+    costs = _layer_costs(src, cfg)
+    training = request.training
+    arch = src.arch
+    tied = arch is not None and arch.tied and shared
+    word_params = arch.vocab_size * arch.hidden_size / cfg.tp if arch is not None else 0.0
+    links = _gradient_links_of(request, src, cfg)
+    efficiency = request_efficiency(request)
+    gpu = request.cluster.device
+    z, dense_dp, m = cfg.zero_stage, cfg.dp * cfg.cp, cfg.num_microbatches
+    edp = cfg.tp * cfg.cp * cfg.dp // (cfg.etp * cfg.ep)  # Candidate.edp
+    last = len(costs) - 1
+    done: dict[tuple[int, bool], float] = {}  # a kind's layers share one LayerCost
+    terms = []
+    for i, cost in enumerate(costs):
+        is_head = i == last and src.layers[i].kind == HEAD
+        key = (id(cost), is_head)
+        post = done.get(key)
+        if post is None:
+            params = cost.param_count
+            if tied and is_head:
+                params = max(0.0, params - word_params)
+            sync, step_bytes = gradient_terms(
+                params,
+                cost.expert_param_count,
+                training=training,
+                zero_stage=z,
+                dense_dp=dense_dp,
+                edp=edp,
+                links=links,
+                microbatches=m,
+            )
+            post = done[key] = sync + efficiency.memory_s(step_bytes, gpu)
+        terms.append(post)
+    return sum(terms)
+
+
+# per request (by identity, planner.memo's policy): (tp, cp, dp, ep, etp) -> its links
+_GRADIENT_LINKS: PerObject[dict[tuple[int, int, int, int, int], FoldedLinks]] = PerObject()
+
+
+def _gradient_links_of(request: PlanRequest, src: CostSource, cfg: Config) -> FoldedLinks:
+    """The folded links of cfg's (tp, cp, dp, ep, etp) as build_inputs takes them
+    (folded.request_links), once per request: the gradient links read dp, the others do not
+    read cp_comm's choice for the gradients (their dense_grad and expert_grad are the same)."""
+    per_request = _GRADIENT_LINKS.get(request, dict)
+    key = (cfg.tp, cfg.cp, cfg.dp, cfg.ep, cfg.etp)
+    links = per_request.get(key)
+    if links is None:
+        achieved = request_efficiency(request).link_fraction
+        experts = src.arch is not None and src.arch.moe is not None
+        links = request_links(request, cfg.candidate(), achieved=achieved, experts=experts)
+        per_request[key] = links
+    return links

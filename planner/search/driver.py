@@ -198,6 +198,9 @@ class Outcome:
     shared_floors: dict[tuple[object, ...], float] = field(
         default_factory=dict
     )  # _floor_fields of a group -> its coarse and expert floors, once both known: _shared_floor
+    partial_floors: dict[tuple[object, ...], tuple[float, int]] = field(
+        default_factory=dict
+    )  # ... -> what is known of them, and the floors kept when it was: _shared_floor
     lower_bound_s: float | None = None
     gap: float | None = None
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
@@ -870,17 +873,26 @@ def _shared_floor(
     """The greater of the group's coarse and expert floors where known, 0 where neither is.
     Once both are known (or the coarse one, at ep = 1), kept in out.shared_floors under the
     group's _floor_fields, which they read alone: the known-floor scans of the ~300,000
-    unswept groups of DeepSeek-V3 on 2,048 GPUs then cost a lookup each."""
+    unswept groups of DeepSeek-V3 on 2,048 GPUs then cost a lookup each. Before, what is
+    known is kept in out.partial_floors with the number of coarse and expert floors kept
+    then, and read while that number is the same (those dicts only grow: no floor of the
+    group was computed since)."""
     fields = _floor_fields(members[0])
     kept = out.shared_floors.get(fields)
     if kept is not None:
         return kept
+    stamp = len(out.coarse_kinds) + len(out.expert_kinds)
+    partial = out.partial_floors.get(fields)
+    if partial is not None and partial[1] == stamp:
+        return partial[0]
     coarse = _coarse_floor(request, src, out, members, known=True)
     expert = _expert_floor(request, src, out, members, known=True)
     floor = max(coarse or 0.0, expert or 0.0)
     cfg = members[0]
     if coarse_key(cfg) in out.coarse_kinds and (cfg.ep == 1 or expert_key(cfg) in out.expert_kinds):
         out.shared_floors[fields] = floor
+    else:
+        out.partial_floors[fields] = (floor, stamp)
     return floor
 
 

@@ -201,6 +201,12 @@ class Outcome:
     post_kinds: dict[PostKey, float | None] = field(
         default_factory=dict
     )  # post_key -> kind_post_floor_s (None: no costs): _post_floor
+    shared_floors: dict[tuple[object, ...], float] = field(
+        default_factory=dict
+    )  # _floor_fields of a group -> its coarse and expert floors, once both known: _shared_floor
+    partial_floors: dict[tuple[object, ...], tuple[float, int]] = field(
+        default_factory=dict
+    )  # ... -> what is known of them, and the floors kept when it was: _shared_floor
     lower_bound_s: float | None = None
     gap: float | None = None
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
@@ -575,10 +581,12 @@ def _pending_floor(
             if floor is not None:
                 least = min(least, floor)
             continue
-        coarse = _coarse_floor(request, src, out, members, known=late)
-        if coarse is None or coarse < enough:
-            expert = _expert_floor(request, src, out, members, known=late)
-            coarse = max(coarse or 0.0, expert) if expert is not None else coarse
+        coarse = out.shared_floors.get(_floor_fields(members[0]))  # positive: both known
+        if not coarse:
+            coarse = _coarse_floor(request, src, out, members, known=late)
+            if coarse is None or coarse < enough:
+                expert = _expert_floor(request, src, out, members, known=late)
+                coarse = max(coarse or 0.0, expert) if expert is not None else coarse
         if coarse is not None and coarse >= enough:
             continue  # at or above the incumbent: it cannot lower the bound
         late = late or out.now() >= deadline
@@ -789,21 +797,37 @@ def _least_first(
     goes back in the queue at its floor after each. The first group that comes out of the
     queue with all four known, none settling it, holds the bound of
     the unswept groups (every other one's floor is at least its own), and the pass stops
-    there, or at `limit`."""
-    heap = []
+    there, or at `limit`.
+
+    The groups enter the queue by _floor_fields, one entry per value shared by many groups
+    (DeepSeek-V3 on 2,048 GPUs: ~300,000 groups at the first cut), at their coarse floor
+    (the same for each): the entry's expert floor is computed once for all of them, and only
+    when it comes out are its groups queued one by one, each at its own known floor (at least
+    the shared one: a queue key is never above the floor it stands for, so the order and the
+    stop stay those of a queue of the groups themselves)."""
+    shared: dict[tuple[object, ...], list[int]] = {}
     for i, members in enumerate(out.pending):
-        if bubble_closed(request, out, members[0].pp):  # settled whatever its floors
+        shared.setdefault(_floor_fields(members[0]), []).append(i)
+    heap: list[tuple[float, int, int]] = []
+    for indices in shared.values():
+        first = out.pending[indices[0]]
+        if bubble_closed(request, out, first[0].pp):  # settled whatever its floors
             continue
-        floor = _known_time_floor(request, src, out, members)
+        floor = _coarse_floor(request, src, out, first, known=True) or 0.0
         if floor < enough:
-            heap.append((floor, i, 0))
+            heap.append((floor, indices[0], -1))
     heapq.heapify(heap)
     while heap and out.now() < limit:
         floor, i, turn = heapq.heappop(heap)
         members = out.pending[i]
-        if turn == 0:
+        if turn == -1:  # every group of members' _floor_fields, at their expert floor
             floor = max(floor, _expert_floor(request, src, out, members) or 0.0)
-        elif turn == 1:
+            for j in shared[_floor_fields(members[0])]:
+                known = max(floor, out.pending_floors.get(id(out.pending[j])) or 0.0)
+                if known < enough:
+                    heapq.heappush(heap, (known, j, 1))
+            continue
+        if turn == 1:
             memory = _kind_memory_floor(request, src, out, members, known=False)
             if memory is not None and _over_cap(request, memory):
                 continue
@@ -823,6 +847,14 @@ def _least_first(
             heapq.heappush(heap, (floor, i, turn + 1))
 
 
+# The fields of a group's first member that its coarse and expert floors read (coarse_key,
+# expert_key, m and pp; the members of a group share them): groups equal in them have the
+# same coarse and expert floors.
+_floor_fields = operator.attrgetter(
+    "tp", "micro_batch_size", "sequence_parallel", "cp", "ep", "etp", "num_microbatches", "pp"
+)
+
+
 def _group_time_floor(
     request: PlanRequest, src: CostSource, members: list[Config], enough: float
 ) -> float | None:
@@ -837,10 +869,37 @@ def _known_time_floor(
 ) -> float:
     """The best time floor of an unswept group among those already computed: its own work
     floor (out.pending_floors), its coarse and expert floors; 0 if none is."""
-    own = out.pending_floors.get(id(members))
+    own = out.pending_floors.get(id(members)) or 0.0
+    return max(own, _shared_floor(request, src, out, members))
+
+
+def _shared_floor(
+    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
+) -> float:
+    """The greater of the group's coarse and expert floors where known, 0 where neither is.
+    Once both are known (or the coarse one, at ep = 1), kept in out.shared_floors under the
+    group's _floor_fields, which they read alone: the known-floor scans of the ~300,000
+    unswept groups of DeepSeek-V3 on 2,048 GPUs then cost a lookup each. Before, what is
+    known is kept in out.partial_floors with the number of coarse and expert floors kept
+    then, and read while that number is the same (those dicts only grow: no floor of the
+    group was computed since)."""
+    fields = _floor_fields(members[0])
+    kept = out.shared_floors.get(fields)
+    if kept is not None:
+        return kept
+    stamp = len(out.coarse_kinds) + len(out.expert_kinds)
+    partial = out.partial_floors.get(fields)
+    if partial is not None and partial[1] == stamp:
+        return partial[0]
     coarse = _coarse_floor(request, src, out, members, known=True)
     expert = _expert_floor(request, src, out, members, known=True)
-    return max(own or 0.0, coarse or 0.0, expert or 0.0)
+    floor = max(coarse or 0.0, expert or 0.0)
+    cfg = members[0]
+    if coarse_key(cfg) in out.coarse_kinds and (cfg.ep == 1 or expert_key(cfg) in out.expert_kinds):
+        out.shared_floors[fields] = floor
+    else:
+        out.partial_floors[fields] = (floor, stamp)
+    return floor
 
 
 def _work_floor(

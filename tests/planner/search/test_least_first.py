@@ -91,3 +91,25 @@ def test_the_pass_stops_at_the_least_floor_of_a_full_evaluation() -> None:
             compared += 1
             raised += least > before
     assert compared >= 4 and raised >= 2
+
+
+def test_the_known_floor_follows_the_floors_computed_since() -> None:
+    """_known_time_floor keeps a group's coarse and expert floors per value of the fields
+    they read once both are known: before that it must not keep what it found (a floor
+    computed later would be missed), and what it keeps is what each group's own floors
+    give."""
+    checked = 0
+    for i in range(6):
+        request = random_folded_request(random.Random(f"known-floor-{i}"), "moe")
+        out, groups = _cut(request, math.inf)
+        src = out.source
+        assert src is not None
+        for g in groups:
+            coarse = _coarse_floor(request, src, out, g) or 0.0
+            assert _known_time_floor(request, src, out, g) == coarse
+        for g in groups:
+            expert = _expert_floor(request, src, out, g) or 0.0
+            coarse = _coarse_floor(request, src, out, g) or 0.0
+            assert _known_time_floor(request, src, out, g) == max(coarse, expert)
+            checked += expert > coarse
+    assert checked >= 1

@@ -324,14 +324,17 @@ MemoryKey = tuple[int, int, bool, int, int, int, int, int, int, tuple[str, ...],
 _SCHEDULE = operator.attrgetter("schedule")
 
 
+def ends_share_rank(members: list[Config]) -> bool:
+    """Whether some member of a sweep group puts the first and the last stage on one rank
+    (planner.schedules.stage_to_rank puts stage s on rank s % pp except zbv's V, whose last
+    stage is on rank 0 with the first)."""
+    return members[0].pp == 1 or "zbv" in map(_SCHEDULE, members)
+
+
 def group_memory_key(members: list[Config]) -> MemoryKey:
     """The memory_key of a sweep group (its members share every term but the schedule and
-    vpp): `shared` where some member puts the first and the last stage on one rank
-    (planner.schedules.stage_to_rank)."""
-    # stage_to_rank puts stage s on rank s % pp except zbv's V, whose last stage is on
-    # rank 0 with the first
-    shared = members[0].pp == 1 or "zbv" in map(_SCHEDULE, members)
-    return memory_key(members[0], shared)
+    vpp), `shared` by ends_share_rank."""
+    return memory_key(members[0], ends_share_rank(members))
 
 
 def memory_key(cfg: Config, shared: bool) -> MemoryKey:
@@ -429,9 +432,8 @@ PostKey = tuple[int, int, bool, int, int, int, int, int, bool]
 
 def group_post_key(members: list[Config]) -> PostKey:
     """The post_key of a sweep group (its members share every term but the schedule and vpp;
-    `shared` as in group_memory_key)."""
+    `shared` by ends_share_rank)."""
     cfg = members[0]
-    shared = cfg.pp == 1 or "zbv" in map(_SCHEDULE, members)
     return (
         cfg.tp,
         cfg.micro_batch_size,
@@ -441,7 +443,7 @@ def group_post_key(members: list[Config]) -> PostKey:
         cfg.etp,
         cfg.dp,
         cfg.zero_stage,
-        shared,
+        ends_share_rank(members),
     )
 
 

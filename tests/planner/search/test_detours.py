@@ -26,6 +26,14 @@ SHAPES = [(2, 2, 4), (2, 3, 4), (3, 2, 6), (2, 4, 8), (4, 2, 8)]  # (pp, vpp, m)
 ZBV = [(2, 4), (3, 6), (4, 8)]  # (pp, m)
 
 
+def _random_durations(rng: random.Random, n_st: int) -> StageDurations:
+    """Positive stage times (backward at least its weight-gradient part) and p2p times."""
+    fw = tuple(rng.uniform(0.1, 2.0) for _ in range(n_st))
+    w = tuple(rng.uniform(0.0, 0.5) for _ in range(n_st))
+    bw = tuple(x + rng.uniform(0.1, 2.0) for x in w)
+    return StageDurations(fw, bw, w, tuple(rng.uniform(0.0, 0.3) for _ in range(n_st - 1)))
+
+
 def _subset_length(chain: DetourPath, taken: tuple[bool, ...], d: StageDurations) -> float:
     """The length of the base path with the detours `taken`, each boundary it crosses at the
     least p2p of `d`."""
@@ -48,10 +56,7 @@ def test_every_subset_of_detours_is_a_path(pp: int, vpp: int, m: int) -> None:
     rng = random.Random(pp * 100 + vpp * 10 + m)
     n_st = sched.num_stages
     for _ in range(20):
-        fw = tuple(rng.uniform(0.1, 2.0) for _ in range(n_st))
-        w = tuple(rng.uniform(0.0, 0.5) for _ in range(n_st))
-        bw = tuple(x + rng.uniform(0.1, 2.0) for x in w)
-        d = StageDurations(fw, bw, w, tuple(rng.uniform(0.0, 0.3) for _ in range(n_st - 1)))
+        d = _random_durations(rng, n_st)
         makespan, _ = critical_path(sched, d)
         for chain in chains:
             k = len(chain.detours)
@@ -66,10 +71,7 @@ def test_zbv_detours_are_paths(pp: int, m: int) -> None:
     rng = random.Random(pp)
     n_st = sched.num_stages
     for _ in range(20):
-        fw = tuple(rng.uniform(0.1, 2.0) for _ in range(n_st))
-        w = tuple(rng.uniform(0.0, 0.5) for _ in range(n_st))
-        bw = tuple(x + rng.uniform(0.1, 2.0) for x in w)
-        d = StageDurations(fw, bw, w, tuple(rng.uniform(0.0, 0.3) for _ in range(n_st - 1)))
+        d = _random_durations(rng, n_st)
         makespan, _ = critical_path(sched, d)
         for chain in detour_paths(sched):
             for taken in itertools.product((False, True), repeat=len(chain.detours)):

@@ -309,27 +309,22 @@ def gradient_terms(
     (planner.cost.memory.dp_sync_s, optimizer_step_bytes). Without the tied embedding's
     all-reduce, which build_inputs adds on the two ranks that hold a copy. Each is
     nondecreasing in `params` at a fixed `expert`."""
-    dense = params - expert
-    z = zero_stage
-    sync = dp_sync_s(
-        dense,
-        training=training,
-        zero_stage=z,
-        dp=dense_dp,
-        link=links.dense_grad,
-        microbatches=microbatches,
-    )
-    step_bytes = optimizer_step_bytes(dense, training=training, zero_stage=z, dp=dense_dp)
+    parts = [(params - expert, dense_dp, links.dense_grad)]
     if expert > 0:
+        parts.append((expert, edp, links.expert_grad))
+    sync, step_bytes = 0.0, 0.0
+    for count, group, link in parts:
         sync += dp_sync_s(
-            expert,
+            count,
             training=training,
-            zero_stage=z,
-            dp=edp,
-            link=links.expert_grad,
+            zero_stage=zero_stage,
+            dp=group,
+            link=link,
             microbatches=microbatches,
         )
-        step_bytes += optimizer_step_bytes(expert, training=training, zero_stage=z, dp=edp)
+        step_bytes += optimizer_step_bytes(
+            count, training=training, zero_stage=zero_stage, dp=group
+        )
     return sync, step_bytes
 
 

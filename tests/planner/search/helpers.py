@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
 from typing import Any
 
+from planner.cost import CostSource, resolve_costs
+from planner.search.space import Config, enumerate_groups
 from planner.specs import PlanRequest
 
 # How far past search.time_limit_s a search with a clock may end: the step begun just before
@@ -88,3 +92,19 @@ def framework_request(
             "constraints": {"framework": framework, **constraints},
         }
     )
+
+
+def sampled_groups(
+    request: PlanRequest, limit: int, members_each: int
+) -> Iterator[tuple[CostSource, list[Config], list[Config]]]:
+    """Up to `limit` sweep groups of `request` drawn at random (seeded), each with up to
+    `members_each` of its members drawn and every zbv one (its own representative in
+    driver._group_floors): (cost source, group, members picked) — the sample the kind-floor
+    tests compare a group's floor against its members' own PartitionInputs on."""
+    src = resolve_costs(request)
+    groups = enumerate_groups(request, num_layers=len(src.layers))
+    rng = random.Random(0)
+    rng.shuffle(groups)
+    for members in groups[:limit]:
+        picked = members if len(members) <= members_each else rng.sample(members, members_each)
+        yield src, members, [*picked, *(c for c in members if c.schedule == "zbv")]

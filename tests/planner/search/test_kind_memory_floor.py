@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.cost import partition_inputs, resolve_costs
+from planner.cost import partition_inputs
 from planner.errors import SpecError
 from planner.search.bounds import (
     group_memory_floor_bytes,
@@ -22,9 +22,9 @@ from planner.search.bounds import (
     restricted,
 )
 from planner.search.kinds import group_memory_key, kind_memory_floor_bytes
-from planner.search.space import enumerate_groups
 from planner.specs import PlanRequest
 
+from .helpers import sampled_groups
 from .random_folded import random_folded_request
 from .random_requests import random_request
 
@@ -35,21 +35,15 @@ def _check(request: PlanRequest, limit: int, members_each: int = 6) -> int:
     """Compares up to `limit` groups (drawn at random), each against up to `members_each`
     of its members (every member where the group is that small); returns the members
     compared."""
-    src = resolve_costs(request)
-    groups = enumerate_groups(request, num_layers=len(src.layers))
-    rng = random.Random(0)
-    rng.shuffle(groups)
     compared = 0
-    for members in groups[:limit]:
+    for src, members, picked in sampled_groups(request, limit, members_each):
         key = group_memory_key(members)
         try:
             floor = kind_memory_floor_bytes(request, src, members[0], shared=key[-1])
         except (SpecError, ValueError):
             continue
-        picked = members if len(members) <= members_each else rng.sample(members, members_each)
         # the least member's group floor: every zbv member and the least-vpp plain one
         # (the representatives of driver._group_floors) are always among those compared
-        picked = [*picked, *(c for c in members if c.schedule == "zbv")]
         plain = [c for c in members if c.schedule != "zbv"]
         if plain:
             picked.append(min(plain, key=lambda c: c.vpp))

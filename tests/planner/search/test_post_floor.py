@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from planner.cost import partition_inputs, resolve_costs
+from planner.cost import partition_inputs
 from planner.errors import SpecError
 from planner.search.kinds import group_post_key, kind_post_floor_s
-from planner.search.space import enumerate_groups
 from planner.specs import PlanRequest
 
+from .helpers import sampled_groups
 from .random_folded import random_folded_request
 from .random_requests import random_request
 
@@ -27,20 +27,14 @@ CASES = Path(__file__).resolve().parents[3] / "bench" / "cases"
 def _check(request: PlanRequest, limit: int, members_each: int = 4) -> int:
     """Compares up to `limit` groups (drawn at random), each against up to `members_each`
     of its members and every zbv one; returns the members compared."""
-    src = resolve_costs(request)
-    groups = enumerate_groups(request, num_layers=len(src.layers))
-    rng = random.Random(0)
-    rng.shuffle(groups)
-    tied = src.arch is not None and src.arch.tied
     compared = 0
-    for members in groups[:limit]:
+    for src, members, picked in sampled_groups(request, limit, members_each):
+        tied = src.arch is not None and src.arch.tied
         key = group_post_key(members)
         try:
             floor = kind_post_floor_s(request, src, members[0], shared=key[-1])
         except (SpecError, ValueError):
             continue
-        picked = members if len(members) <= members_each else rng.sample(members, members_each)
-        picked = [*picked, *(c for c in members if c.schedule == "zbv")]
         for cfg in picked:
             try:
                 own = partition_inputs(request, cfg.candidate(), source=src)

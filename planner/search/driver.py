@@ -36,7 +36,8 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from planner.cost import (
     MODE_INDEX,
@@ -654,20 +655,32 @@ def _kept_floor(
     work: Callable[[], tuple[float, float]],
     known: bool,
 ) -> float | None:
-    """max(m W / pp, C) of cfg's group from the (W, C) kept under `key` in `kept`, computed
-    by `work` on first use (None kept where the cost source has no costs there); None
-    where there are none, or, with `known`, where `key` was never computed."""
+    """max(m W / pp, C) of cfg's group from the (W, C) kept under `key` in `kept` (_kept);
+    None where there are none, or, with `known`, where `key` was never computed."""
+    wc = _kept(kept, key, work, known=known)
+    if wc is None:
+        return None
+    return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+
+
+_T = TypeVar("_T")
+
+
+def _kept(
+    kept: dict[Any, _T | None], key: object, compute: Callable[[], _T], *, known: bool = False
+) -> _T | None:
+    """What `kept` holds under `key`, computed by `compute` on first use: one value per key
+    for the whole search (out.coarse_kinds, expert_kinds, memory_kinds, post_kinds), None
+    kept where the cost source has no costs there; with `known`, None where `key` was never
+    computed (nothing is computed)."""
     if key not in kept:
         if known:
             return None
         try:
-            kept[key] = work()
+            kept[key] = compute()
         except (SpecError, ValueError):
             kept[key] = None
-    wc = kept[key]
-    if wc is None:
-        return None
-    return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
+    return kept[key]
 
 
 def _sweep_order(
@@ -1025,15 +1038,8 @@ def _kind_memory_floor(
     most group_memory_floor_bytes of every member); None where the cost source has no costs,
     or, with `known`, where the key's floor was never computed."""
     key = group_memory_key(members)
-    if key not in out.memory_kinds:
-        if known:
-            return None
-        try:
-            floor = kind_memory_floor_bytes(request, src, members[0], shared=key[-1])
-        except (SpecError, ValueError):
-            floor = None
-        out.memory_kinds[key] = floor
-    return out.memory_kinds[key]
+    floor = partial(kind_memory_floor_bytes, request, src, members[0], shared=key[-1])
+    return _kept(out.memory_kinds, key, floor, known=known)
 
 
 def _post_floor(
@@ -1044,13 +1050,8 @@ def _post_floor(
     max(m W / pp, C) + this / pp (bounds.group_time_floor_s' first terms) without building
     them; None where the cost source has no costs."""
     key = group_post_key(members)
-    if key not in out.post_kinds:
-        try:
-            floor = kind_post_floor_s(request, src, members[0], shared=key[-1])
-        except (SpecError, ValueError):
-            floor = None
-        out.post_kinds[key] = floor
-    return out.post_kinds[key]
+    floor = partial(kind_post_floor_s, request, src, members[0], shared=key[-1])
+    return _kept(out.post_kinds, key, floor)
 
 
 def _over_cap(request: PlanRequest, floor: float) -> bool:

@@ -35,7 +35,9 @@ class SearchTuning:
       when it is reached (a model built, a group's floors).
     - `alternatives_share`, `alternative_tries`: the alternatives pass (top_k), at most that
       share of the limit and that many configurations scored per alternative asked.
-    - `progress_every_s`: seconds of the search's clock between two progress reports.
+    - `progress_every_s`: seconds of the search's clock between two progress reports, and
+      at least between two full checks of search.gap_tolerance; `gap_check_share`: the
+      most of the search's clock those checks may take (each waits its cost / the share).
     - `cut_floors_share`: of the time left when the sweep is cut short with an incumbent,
       what the best-first pass over the unswept groups' floors may use
       (driver._memory_floors_of, driver._least_first).
@@ -108,6 +110,7 @@ class SearchTuning:
     alternatives_share: float = 0.1
     alternative_tries: int = 4
     progress_every_s: float = 0.1
+    gap_check_share: float = 0.05
     finish_slack_s: float = 0.25
     cut_floors_share: float = 0.1
     lp_rounds: int = 10
@@ -191,6 +194,9 @@ class SearchTuning:
         for name, value in positive.items():
             if value < 0:
                 raise ValueError(f"SearchTuning.{name} = {value} is negative")
+        if not 0.0 < self.gap_check_share <= 1.0:
+            share = self.gap_check_share
+            raise ValueError(f"SearchTuning.gap_check_share = {share} is not in (0, 1]")
         if self.cpu_poll_s <= 0:
             raise ValueError(f"SearchTuning.cpu_poll_s = {self.cpu_poll_s} is not positive")
         if self.cpu_wall_factor < 1:

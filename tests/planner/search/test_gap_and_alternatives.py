@@ -8,7 +8,8 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from planner.search import run_search, search
+from planner.search import driver, run_search, search
+from planner.search.tuning import TUNING
 
 from .helpers import DEEP, gpt_request
 from .random_requests import random_request, solve_in_mode
@@ -65,6 +66,37 @@ def test_gap_tolerance_stops_once_the_gap_is_within_it() -> None:
     assert stats.lower_bound_s is not None
     assert result.plan.prediction.step_time_s <= stats.lower_bound_s * 1.3
     assert stats.wall_time_s < 0.5 * request.search.time_limit_s  # it stopped, not the limit
+
+
+def test_checking_the_gap_takes_a_bounded_share_of_the_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each full gap check (every entry and unswept group) is made to cost 50 ms more; a
+    tolerance no proof meets in time keeps the search checking to its limit. At most
+    TUNING.gap_check_share of its clock may go to the throttled checks, plus the few
+    unthrottled ones (per pass of the search, and the final bound). Checked every
+    progress_every_s regardless of their cost, a third of the search went to them."""
+    scan_s = 0.05
+    calls = []
+    real_bounds = driver._bounds
+
+    def slow_bounds(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(scan_s)
+        calls.append(1)
+        return real_bounds(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "_bounds", slow_bounds)
+    request = gpt_request(
+        model=DEEP,
+        cluster={"gpu": "A100-SXM-80GB", "num_gpus": 512, "gpus_per_node": 8},
+        training={"global_batch_size": 1024, "seq_length": 2048},
+        search={"time_limit_s": 3, "top_k": 0, "gap_tolerance": 1e-9},
+    )
+    out = run_search(request, clock=time.monotonic)
+    assert out.status == "FEASIBLE" and not out.stopped_at_gap
+    unthrottled = 3
+    allowed = TUNING.gap_check_share * out.elapsed_s / scan_s + unthrottled
+    assert 0 < len(calls) <= allowed, (len(calls), out.elapsed_s)
 
 
 def test_a_tolerance_the_proof_meets_anyway_is_optimal() -> None:

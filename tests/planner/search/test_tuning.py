@@ -36,6 +36,8 @@ def test_a_share_outside_0_to_1_is_refused_with_its_value() -> None:
         SearchTuning(sweep_share=1.5)
     with pytest.raises(ValueError, match=r"SearchTuning.lp_rounds = -1 is negative"):
         SearchTuning(lp_rounds=-1)
+    with pytest.raises(ValueError, match=r"SearchTuning.gap_check_share = 0.0 is not in"):
+        SearchTuning(gap_check_share=0.0)  # each check waits its cost / the share
 
 
 @pytest.mark.parametrize("seed", range(4))

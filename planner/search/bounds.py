@@ -146,9 +146,8 @@ def integer_rank_floors_s(
     levels = rank_levels(inputs, per_stage=per_stage, drain=drain)
     if levels is None:
         return None
-    wl = levels.whole
+    wl, fill = levels.whole, levels.fill
     m = inputs.num_microbatches
-    fill = rank_edges_s(inputs, drain)
     # Every level below is nondecreasing in x (a, p >= 0 and the recompute curve is, see
     # _Curve), which water-filling needs; each is computed only where water-filling looks.
     # Without the recompute term the busy levels are linear in x, and so are the post levels:
@@ -373,9 +372,11 @@ def _linear_fill_at(
 class RankLevels:
     """Per rank r of a GPT-shaped model (integer_rank_floors_s), its busy and post floors as
     functions of x = the middle layers it holds beyond its least (whole.lo[r]), x in
-    whole.xs; both nondecreasing in x."""
+    whole.xs; both nondecreasing in x. `fill`: each rank's edges (rank_edges_s), the
+    constant part of its busy level."""
 
     whole: _Whole
+    fill: list[float]
     busy: tuple[Callable[[int], float], ...]
     post: tuple[Callable[[int], float], ...]
 
@@ -398,7 +399,8 @@ def rank_levels(
         return lambda x: wl.q[r] + wl.p * (wl.lo[r] + x)
 
     ranks = range(inputs.pp)
-    return RankLevels(wl, tuple(busy_at(r) for r in ranks), tuple(post_at(r) for r in ranks))
+    busy, post = tuple(busy_at(r) for r in ranks), tuple(post_at(r) for r in ranks)
+    return RankLevels(wl, fill, busy, post)
 
 
 def _same_middle(inputs: PartitionInputs, fields: tuple[str, ...]) -> bool:

@@ -146,9 +146,8 @@ def integer_rank_floors_s(
     levels = rank_levels(inputs, per_stage=per_stage, drain=drain)
     if levels is None:
         return None
-    wl = levels.whole
+    wl, fill = levels.whole, levels.fill
     m = inputs.num_microbatches
-    fill = rank_edges_s(inputs, drain)
     # Every level below is nondecreasing in x (a, p >= 0 and the recompute curve is, see
     # _Curve), which water-filling needs; each is computed only where water-filling looks.
     # Without the recompute term the busy levels are linear in x, and so are the post levels:
@@ -373,9 +372,11 @@ def _linear_fill_at(
 class RankLevels:
     """Per rank r of a GPT-shaped model (integer_rank_floors_s), its busy and post floors as
     functions of x = the middle layers it holds beyond its least (whole.lo[r]), x in
-    whole.xs; both nondecreasing in x."""
+    whole.xs; both nondecreasing in x. `fill`: each rank's edges (rank_edges_s), the
+    constant part of its busy level."""
 
     whole: _Whole
+    fill: list[float]
     busy: tuple[Callable[[int], float], ...]
     post: tuple[Callable[[int], float], ...]
 
@@ -398,7 +399,8 @@ def rank_levels(
         return lambda x: wl.q[r] + wl.p * (wl.lo[r] + x)
 
     ranks = range(inputs.pp)
-    return RankLevels(wl, tuple(busy_at(r) for r in ranks), tuple(post_at(r) for r in ranks))
+    busy, post = tuple(busy_at(r) for r in ranks), tuple(post_at(r) for r in ranks)
+    return RankLevels(wl, fill, busy, post)
 
 
 def _same_middle(inputs: PartitionInputs, fields: tuple[str, ...]) -> bool:
@@ -875,45 +877,19 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
     wl = _whole_layers(inputs, per_stage=True)
     if whole is None or wl is None:
         return None
-    n_layers, n_st, pp = inputs.num_layers, inputs.num_stages, inputs.pp
-    f, bi, w = inputs.fw_s[1], min(inputs.bw_input_s[1]), inputs.bw_weight_s[1]
-    p2p = min(inputs.p2p_s[:-1])
-    ends = ((0, 0), (n_layers - 1, n_st - 1))
+    pp = inputs.pp
     per_rank: list[list[tuple[float, float, float]]] = [[] for _ in range(pp)]
     constant = 0.0
-    # per-action overhead: a constant per cut, 0 without overhead (the length's terms are
-    # then all 0.0)
-    overhead = inputs.overhead_durations if any(inputs.stage_overhead_s) else None
-    fbw = bi + w
+    known = _CUT_TERMS.get(inputs, dict)
     for c in cuts:
-
-        def coef(fw: float, b_in: float, b_w: float, s: int, c: PathCut = c) -> float:
-            return c.f[s] * fw + c.b[s] * (b_in + b_w) + c.i[s] * b_in + c.w[s] * b_w
-
-        # coef(f, bi, w, s) of every stage, written out (the same sums in the same order)
-        alpha = [
-            cf * f + cb * fbw + ci * bi + cw * w
-            for cf, cb, ci, cw in zip(c.f, c.b, c.i, c.w, strict=True)
-        ]
-        # sum of alpha_s lo_s: lo_s is 1 on every stage but the first and the last (0)
-        beta = sum(c.x) * p2p + sum(alpha[1:-1])
-        if overhead is not None:
-            beta += c.length_s(overhead)
-        for layer, s in ends:
-            b_in = min(inputs.bw_input_s[layer])
-            beta += coef(inputs.fw_s[layer], b_in, inputs.bw_weight_s[layer], s)
-        gamma = [float("inf")] * pp
-        times = [float("inf")] * pp  # least count of input-grad passes over the rank's stages
-        for rank, a, cb, ci in zip(inputs.stage_rank, alpha, c.b, c.i, strict=True):
-            if a < gamma[rank]:
-                gamma[rank] = a
-            if cb + ci < times[rank]:
-                times[rank] = cb + ci
-        top = max(range(pp), key=gamma.__getitem__)
-        if gamma[top] <= 0.0:
+        term = known.get(c)
+        if term is None:
+            term = known[c] = _cut_term(inputs, c)
+        top, beta, gamma, times = term
+        if top < 0:
             constant = max(constant, beta)
             continue
-        per_rank[top].append((beta, gamma[top], times[top]))
+        per_rank[top].append((beta, gamma, times))
 
     def level(r: int) -> Callable[[int], float]:
         # recompute time forced by memory, passed at least `times` times; nondecreasing in x
@@ -923,3 +899,50 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
 
     pipeline = _water_fill([_Lazy(level(r), len(wl.xs)) for r in range(pp)], wl.free)
     return max(constant, whole[0], pipeline) + whole[1]
+
+
+# inputs -> path cut -> its cut_floor_s term (_cut_term): a configuration's floor is asked
+# again as its cuts grow (planner.search.exact._cut_settles, twice per visit), each cut's term
+# computed once
+_CUT_TERMS: PerObject[dict[PathCut, tuple[int, float, float, float]]] = PerObject()
+
+
+def _cut_term(inputs: PartitionInputs, c: PathCut) -> tuple[int, float, float, float]:
+    """cut_floor_s's term of one cut: (the rank r with the largest gamma_{c,r}, beta_c,
+    gamma_{c,r}, the least count of input-grad passes over r's stages); the rank is -1 where
+    no gamma is positive (the cut is then the constant beta_c)."""
+    n_layers, n_st, pp = inputs.num_layers, inputs.num_stages, inputs.pp
+    f, bi, w = inputs.fw_s[1], min(inputs.bw_input_s[1]), inputs.bw_weight_s[1]
+    p2p = min(inputs.p2p_s[:-1])
+    ends = ((0, 0), (n_layers - 1, n_st - 1))
+    # per-action overhead: a constant per cut, 0 without overhead (the length's terms are
+    # then all 0.0)
+    overhead = inputs.overhead_durations if any(inputs.stage_overhead_s) else None
+    fbw = bi + w
+
+    def coef(fw: float, b_in: float, b_w: float, s: int) -> float:
+        return c.f[s] * fw + c.b[s] * (b_in + b_w) + c.i[s] * b_in + c.w[s] * b_w
+
+    # coef(f, bi, w, s) of every stage, written out (the same sums in the same order)
+    alpha = [
+        cf * f + cb * fbw + ci * bi + cw * w
+        for cf, cb, ci, cw in zip(c.f, c.b, c.i, c.w, strict=True)
+    ]
+    # sum of alpha_s lo_s: lo_s is 1 on every stage but the first and the last (0)
+    beta = sum(c.x) * p2p + sum(alpha[1:-1])
+    if overhead is not None:
+        beta += c.length_s(overhead)
+    for layer, s in ends:
+        b_in = min(inputs.bw_input_s[layer])
+        beta += coef(inputs.fw_s[layer], b_in, inputs.bw_weight_s[layer], s)
+    gamma = [float("inf")] * pp
+    times = [float("inf")] * pp  # least count of input-grad passes over the rank's stages
+    for rank, a, cb, ci in zip(inputs.stage_rank, alpha, c.b, c.i, strict=True):
+        if a < gamma[rank]:
+            gamma[rank] = a
+        if cb + ci < times[rank]:
+            times[rank] = cb + ci
+    top = max(range(pp), key=gamma.__getitem__)
+    if gamma[top] <= 0.0:
+        return -1, beta, 0.0, 0.0
+    return top, beta, gamma[top], times[top]

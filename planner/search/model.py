@@ -75,6 +75,8 @@ from planner.specs.base import RecomputeMode
 
 StageSplit = Literal["any", "first_last", "uniform"]
 Key = tuple[str, int, int, int]  # ("y", g, s, 0), ("z", g, s, k), ("e", s, j, 0)
+# a path cut's term of one expression (PartitionModel._cut_terms)
+_CutTerm = tuple[Key, int, float, float | None, float]
 # 2^38 units per reference step time: the floor-rounding of a cut loses < 1 unit per layer
 # and boundary (< L + S units: each layer's whole term is one coefficient of its mode's
 # count, add_path_cut; about half that on average). The proof tolerance (exact.REL_TOL =
@@ -252,6 +254,7 @@ class PartitionModel:
         self._cuts: list[tuple[dict[Key, int], int]] = []  # coefficients, constant
         self._post: list[dict[Key, int]] = []
         self._seen: set[PathCut] = set()
+        self._terms: list[_CutTerm] | None = None
         self._build(split)
 
     # ---- variables and constraints ------------------------------------------------------
@@ -453,7 +456,9 @@ class PartitionModel:
                 self.model.add(ys[s] == ys[0])
 
     def _linear(self, coefs: dict[Key, int]) -> cp_model.LinearExprT:
-        return sum(c * self._exprs[k] for k, c in coefs.items() if c)
+        exprs = self._exprs
+        keys = [k for k, c in coefs.items() if c]
+        return cp_model.LinearExpr.weighted_sum([exprs[k] for k in keys], [coefs[k] for k in keys])
 
     # ---- cuts, bounds, hints --------------------------------------------------------------
     def add_path_cut(self, cut: PathCut) -> bool:
@@ -464,28 +469,43 @@ class PartitionModel:
         self._seen.add(cut)
         inp, sc = self.inputs, self.scale
         coefs: dict[Key, int] = {}
-        for kind, g, s, k in self._exprs:
-            if kind == "y":
-                continue  # folded into each mode's count below: sum_k z[g,s,k] = y[g,s]
-            if kind == "z":
+        f, x = cut.f, cut.x
+        weight = [b + w for b, w in zip(cut.b, cut.w, strict=True)]
+        grad = [b + i for b, i in zip(cut.b, cut.i, strict=True)]
+        floor = math.floor
+        for key, s, fw, bw_weight, bw_input in self._cut_terms():
+            if bw_weight is None:  # "e": its p2p segment's time (fw) per crossing of s
+                coefs[key] = floor(x[s] * fw * sc)
+            else:
                 # a layer's whole term, rounded down once (< 1 unit lost per layer):
                 # floor(a + b_k) z_k <= (a + b_k) z_k and sum_k z_k = y, so the sum stays
                 # at most a y + sum_k b_k z_k, the path's length
-                first = self.runs[g].first
-                v = (
-                    cut.f[s] * inp.fw_s[first]
-                    + (cut.b[s] + cut.w[s]) * inp.bw_weight_s[first]
-                    + (cut.b[s] + cut.i[s]) * inp.bw_input_s[first][k]
-                )
-                coefs[(kind, g, s, k)] = math.floor(v * sc)
-            else:  # "e": g is the boundary index s, s the segment j
-                v = cut.x[g] * self.p2p_segments[s][2]
-                coefs[(kind, g, s, k)] = math.floor(v * sc)
+                coefs[key] = floor((f[s] * fw + weight[s] * bw_weight + grad[s] * bw_input) * sc)
         constant = cut_constant_units(cut, inp, sc)
         self._cuts.append((coefs, constant))
         bound = self._linear(coefs)
         self.model.add(self.t >= (bound + constant if constant else bound))
         return True
+
+    def _cut_terms(self) -> list[_CutTerm]:
+        """A path cut's terms in the order of the model's expressions (y folded into each
+        mode's count z: sum_k z[g,s,k] = y[g,s]): (key, stage or boundary, then the layer's
+        forward, weight-gradient and input-gradient backward times in its mode for a z, or
+        the p2p segment's time and None for an e), built once per model."""
+        if self._terms is None:
+            inp = self.inputs
+            terms: list[_CutTerm] = []
+            for key in self._exprs:
+                kind, g, s, k = key
+                if kind == "z":
+                    first = self.runs[g].first
+                    bw_input = inp.bw_input_s[first][k]
+                    terms.append((key, s, inp.fw_s[first], inp.bw_weight_s[first], bw_input))
+                elif kind == "e":  # g is the boundary index s, s the segment j
+                    terms.append((key, g, self.p2p_segments[s][2], None, 0.0))
+            self._terms = terms
+            return terms
+        return self._terms
 
     def add_objective_bound(self, units: int) -> None:
         self.model.add(self.t + self.p <= units)

@@ -166,23 +166,33 @@ class CutLP:
             self.set_count_bounds(self._count_bounds)
 
     def _add_detours(self, runs: tuple[Run, ...]) -> None:
-        """The detour rows at their chords (DetourRow.chords): T >= beta' + alpha' . d per
-        rank, with d_s the middle run's layers in stage s (only where one run holds every
-        middle layer, as detour_rows counts them). One row per rank and no variable: the
-        hull's variable and rows per detour (y_k >= 0, >= u z_k + c_k) raised the floor
-        further but slowed GLOP's warm solves about twice on 128 stages."""
+        """The detour rows at their hulls: T >= beta + alpha . d + sum_k y_k per rank, each
+        y_k >= 0, >= u z_k + c_k and >= v_k (z_k - z0_k) (DetourPiece.least), with d_s the
+        middle run's layers in stage s (only where one run holds every middle layer, as
+        detour_rows counts them)."""
         n = self.inputs.num_layers
         middle = [g for g, run in enumerate(runs) if run.first == 1 and run.count == n - 2]
         if not self._detours or not middle:
             return
+        solver, inf = self.solver, self.solver.infinity()
         blocks = [(s, var) for (g, s, _), var in self.x.items() if g == middle[0]]
-        for detour in self._detours:
-            beta, alpha = detour.chords()
-            row = self.solver.Constraint(beta, self.solver.infinity())
-            row.SetCoefficient(self.t, 1.0)
+        for row in self._detours:
+            top = solver.Constraint(row.beta, inf)
+            top.SetCoefficient(self.t, 1.0)
             for s, var in blocks:
-                if alpha[s]:
-                    row.SetCoefficient(var, -alpha[s])
+                if row.alpha[s]:
+                    top.SetCoefficient(var, -row.alpha[s])
+            for piece in row.pieces:
+                y = solver.NumVar(0.0, inf, "")
+                top.SetCoefficient(y, -1.0)
+                line = solver.Constraint(piece.c, inf)  # y - u z >= c
+                chord = solver.Constraint(-piece.v * piece.z0, inf)  # y - v z >= -v z0
+                for con in (line, chord):
+                    con.SetCoefficient(y, 1.0)
+                for s, var in blocks:
+                    if piece.delta[s]:
+                        line.SetCoefficient(var, -piece.u * piece.delta[s])
+                        chord.SetCoefficient(var, -piece.v * piece.delta[s])
 
     def count_run(self, run: int) -> None:
         """Rows lo <= (layers of `run` on rank r) <= hi, one per rank, then one per stage,

@@ -471,12 +471,19 @@ def _search(
         # The configuration of the incumbent gets incumbent_cap x the share: it must be proven
         # whatever comes, and a capped proof is redone in the second pass.
         far_done = False
-        for entry in fresh:
+        queue = list(reversed(fresh))
+        while queue:
+            entry = queue.pop()
             if _gap_reached(request, out, throttle=True):
                 break
             if not far_done and elapsed() >= tuning.far_share * limit:
                 far_done = True
                 solver_s += _far_pass(request, out, fresh, split, num_layers, limit, cap)
+                if request.objective == "time":
+                    # the rest lowest floor first: what holds the bound when time runs out
+                    queue.append(entry)
+                    queue.sort(key=lambda e: (e.floor_s, e.estimate_s), reverse=True)
+                    entry = queue.pop()
                 if entry.verdict != "pending" and not _unproven(entry):
                     continue
             mine = out.best is not None and out.best[0] is entry
@@ -485,6 +492,8 @@ def _search(
             report()
             if _unproven(entry) and elapsed() < limit:
                 capped.append(entry)  # its share ran out, not the search's time
+        if request.objective == "time":
+            capped.sort(key=lambda e: (e.floor_s, e.estimate_s))
         for entry in capped:
             if elapsed() < limit and not _gap_reached(request, out, throttle=True):
                 _reopen(entry)

@@ -28,7 +28,7 @@ class SearchTuning:
     - `far_share`, `far_within`: once the first pass has used `far_share` of the limit, the
       configurations whose heuristics are more than `far_within` above the incumbent get
       their cheap phases (driver._far_pass, within `settle_share` of the cap each) before
-      it goes on.
+      it goes on, and it goes on lowest floor first (what holds the bound at the limit).
     - `improve_share`: of the time left, the improve pass (every configuration's hints and
       hill climb, lowest floor first).
     - `reserve_share` (at most `reserve_s`): kept before the limit for the work under way

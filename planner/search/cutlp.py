@@ -166,23 +166,30 @@ class CutLP:
             self.set_count_bounds(self._count_bounds)
 
     def _add_detours(self, runs: tuple[Run, ...]) -> None:
-        """The detour rows at their hulls: T >= beta + alpha . d + sum_k y_k per rank, each
-        y_k >= 0, >= u z_k + c_k and >= v_k (z_k - z0_k) (DetourPiece.least), with d_s the
-        middle run's layers in stage s (only where one run holds every middle layer, as
-        detour_rows counts them)."""
+        """The detour rows, with d_s the middle run's layers in stage s (only where one run
+        holds every middle layer, as detour_rows counts them). Under interleaved-1f1b at
+        their hulls: T >= beta + alpha . d + sum_k y_k per rank, each y_k >= 0,
+        >= u z_k + c_k and >= v_k (z_k - z0_k) (DetourPiece.least): where the LP piles a
+        rank's blocks on one stage of a detour the chord's slope is below u, and the hull
+        raises the interleaved floors (Llama 2 70B on 512 A100s, docs/search.md). Under the
+        other schedules with detours (zbv) at their chords, one row per rank and no
+        variable (DetourRow.chords): there the hull's variables made the LP phases slower
+        and raised no floor the proof needed (GPT-3 175B on 3,072 H100s, zbv pp 16)."""
         n = self.inputs.num_layers
         middle = [g for g, run in enumerate(runs) if run.first == 1 and run.count == n - 2]
         if not self._detours or not middle:
             return
         solver, inf = self.solver, self.solver.infinity()
         blocks = [(s, var) for (g, s, _), var in self.x.items() if g == middle[0]]
+        hull = self.inputs.schedule == "interleaved-1f1b"
         for row in self._detours:
-            top = solver.Constraint(row.beta, inf)
+            beta, alpha = (row.beta, row.alpha) if hull else row.chords()
+            top = solver.Constraint(beta, inf)
             top.SetCoefficient(self.t, 1.0)
             for s, var in blocks:
-                if row.alpha[s]:
-                    top.SetCoefficient(var, -row.alpha[s])
-            for piece in row.pieces:
+                if alpha[s]:
+                    top.SetCoefficient(var, -alpha[s])
+            for piece in row.pieces if hull else ():
                 y = solver.NumVar(0.0, inf, "")
                 top.SetCoefficient(y, -1.0)
                 line = solver.Constraint(piece.c, inf)  # y - u z >= c

@@ -68,6 +68,19 @@ class DetourRow:
     alpha: tuple[float, ...]
     pieces: tuple[DetourPiece, ...]
 
+    def chords(self) -> tuple[float, tuple[float, ...]]:
+        """(beta', alpha'): the row with each detour at its chord, v_k (z_k - z0_k), one
+        linear bound beta' + alpha' . d (at most the row: the chord is at most the hull at
+        every integer z)."""
+        alpha = list(self.alpha)
+        beta = self.beta
+        for p in self.pieces:
+            for s, dz in enumerate(p.delta):
+                if dz:
+                    alpha[s] += p.v * dz
+            beta -= p.v * p.z0
+        return beta, tuple(alpha)
+
     def value_s(self, blocks: tuple[int, ...]) -> float:
         """The row's bound for a partition with `blocks` blocks per stage."""
         out = self.beta + sum(a * d for a, d in zip(self.alpha, blocks, strict=True))

@@ -183,3 +183,28 @@ def test_the_lp_at_a_partitions_block_counts_stays_below_its_step_time(
         assert point.value_s <= sc.score.step_time_s * (1 + 1e-9)
         closest = max(closest, point.value_s / sc.score.step_time_s)
     assert closest > 0.99
+
+
+@pytest.mark.parametrize(("seed", "shape"), [(seed, shape) for seed in range(3) for shape in ZBV])
+def test_zbv_chords_stay_below_the_rows_and_the_lp_below_the_optimum(
+    seed: int, shape: tuple[int, int]
+) -> None:
+    """Under zbv the LP holds each row at its chords (DetourRow.chords): at every partition
+    at most the row, and the LP at most the exhaustive optimum."""
+    pp, m = shape
+    rng = random.Random(900 + seed)
+    inputs = uniform_gpt_inputs(rng, "zbv", pp, 2, 2 * pp + rng.randint(0, 2))
+    rows = detour_rows(restricted(inputs, ("full",)), schedule_of(inputs))
+    assert rows
+    best = exhaustive_config(inputs, modes=("full",)).best
+    for sc in scored_partitions(inputs, modes=("full",)):
+        blocks = _blocks(sc.partition.bounds, inputs.num_layers)
+        for row in rows:
+            beta, alpha = row.chords()
+            chord = beta + sum(a * d for a, d in zip(alpha, blocks, strict=True))
+            assert chord <= row.value_s(blocks) * (1 + 1e-12) + 1e-12
+    if best is None:
+        return
+    cuts = path_cuts(inputs, rng, random_partitions=3)
+    point = CutLP(inputs, ("full",), cuts=cuts).solve()
+    assert point is not None and point.value_s <= best.score.step_time_s * (1 + 1e-9)

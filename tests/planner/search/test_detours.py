@@ -185,24 +185,28 @@ def test_the_lp_at_a_partitions_block_counts_stays_below_its_step_time(
     assert closest > 0.99
 
 
-@pytest.mark.parametrize(("seed", "shape"), [(seed, shape) for seed in range(3) for shape in ZBV])
-def test_zbv_chords_stay_below_the_rows_and_the_lp_below_the_optimum(
-    seed: int, shape: tuple[int, int]
-) -> None:
+@pytest.mark.parametrize("seed", range(6))
+def test_zbv_chords_stay_below_the_rows_and_the_lp_below_the_optimum(seed: int) -> None:
     """Under zbv the LP holds each row at its chords (DetourRow.chords): at every partition
-    at most the row, and the LP at most the exhaustive optimum."""
-    pp, m = shape
+    at most the row and the simulated makespan, tight within 0.1 % somewhere (a chord
+    inflated that much fails), and the LP at most the exhaustive optimum (pp 3, m 6: a zbv
+    shape whose ranks have detours)."""
+    pp = 3
     rng = random.Random(900 + seed)
     inputs = uniform_gpt_inputs(rng, "zbv", pp, 2, 2 * pp + rng.randint(0, 2))
     rows = detour_rows(restricted(inputs, ("full",)), schedule_of(inputs))
     assert rows
     best = exhaustive_config(inputs, modes=("full",)).best
+    closest = 0.0
     for sc in scored_partitions(inputs, modes=("full",)):
         blocks = _blocks(sc.partition.bounds, inputs.num_layers)
         for row in rows:
             beta, alpha = row.chords()
             chord = beta + sum(a * d for a, d in zip(alpha, blocks, strict=True))
+            assert chord <= sc.score.pipeline_s * (1 + 1e-12)
             assert chord <= row.value_s(blocks) * (1 + 1e-12) + 1e-12
+            closest = max(closest, chord / sc.score.pipeline_s)
+    assert closest > 0.999  # tight somewhere: a chord 0.1 % too high breaks the bound
     if best is None:
         return
     cuts = path_cuts(inputs, rng, random_partitions=3)

@@ -791,8 +791,8 @@ def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit
     known floor in sweep order, all within tuning.cut_floors_share of the time left: a pass
     over every unswept group took the whole limit on DeepSeek-V3 on 2,048 GPUs (~300,000
     groups at the first cut) and left its bound where it was."""
-    if request.search.mode == "exhaustive":
-        return
+    if request.search.mode == "exhaustive" or out.now() >= limit:
+        return  # (the queue of _least_first alone is a pass over every unswept group)
     bound = time_bound_s(request, out)
     enough = math.inf
     if bound is not None:

@@ -44,12 +44,6 @@ MARGIN = 1e-6
 # solve) and the dual simplex (a basis stays dual feasible when a cut row is added or a count
 # bound moves, which is all that changes between solves); the optima are the same.
 GLOP_PARAMETERS = "use_preprocessing: false use_dual_simplex: true"
-# CutLP's warm re-solves also without scaling: GLOP scales the matrix again on every solve,
-# and the cut LP's re-solves (a row added or a count bound moved) take fewer and cheaper
-# iterations without it. Its coefficients need none: seconds per layer, layer counts and
-# memory rows already in units of the room (CutLP._build), a few orders of magnitude
-# apart; its optima agree with the scaled solves' to a relative 1e-13, far inside MARGIN.
-CUT_LP_PARAMETERS = GLOP_PARAMETERS + " use_scaling: false"
 
 
 @dataclass(frozen=True)
@@ -104,8 +98,8 @@ class CutLP:
         solver = pywraplp.Solver.CreateSolver("GLOP")
         if solver is None:  # pragma: no cover - ships with OR-Tools
             raise RuntimeError("OR-Tools has no GLOP solver")
-        if not solver.SetSolverSpecificParametersAsString(CUT_LP_PARAMETERS):
-            raise ValueError(f"GLOP rejects its parameters {CUT_LP_PARAMETERS!r}")
+        if not solver.SetSolverSpecificParametersAsString(GLOP_PARAMETERS):
+            raise ValueError(f"GLOP rejects its parameters {GLOP_PARAMETERS!r}")
         self.solver = solver
         self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)
         for g, run in enumerate(runs):

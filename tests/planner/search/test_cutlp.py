@@ -175,7 +175,7 @@ def test_rejected_glop_parameters_raise(monkeypatch: pytest.MonkeyPatch) -> None
     """A parameter string GLOP does not parse is an error, not GLOP's defaults in silence."""
     import planner.search.cutlp as cutlp
 
-    monkeypatch.setattr(cutlp, "CUT_LP_PARAMETERS", "use_scaling: flase")
+    monkeypatch.setattr(cutlp, "GLOP_PARAMETERS", "use_scaling: flase")
     _, inputs = gpt_case(7300, 0)
     with pytest.raises(ValueError, match="GLOP rejects"):
         CutLP(inputs, MODES)

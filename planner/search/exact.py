@@ -797,7 +797,7 @@ def _fitted(
     fits = [sc.score.step_time_s for sc in hints if sc.score.feasible]
     if fits and min(fits) <= fastest.score.step_time_s:
         return []
-    return _fit_climb(inputs, fastest, modes, time_left=time_left, tuning=tuning)
+    return _fit_climb(inputs, fastest, time_left=time_left, tuning=tuning)
 
 
 def _overflow_bytes(sc: PartitionScore) -> float:
@@ -808,15 +808,15 @@ def _overflow_bytes(sc: PartitionScore) -> float:
 def _fit_climb(
     inputs: PartitionInputs,
     start: Scored,
-    modes: tuple[RecomputeMode, ...],
     *,
     time_left: Callable[[], float] | None,
     tuning: SearchTuning,
 ) -> list[Scored]:
-    """From a partition over the cap, the move (one boundary by one layer, or a rank shift,
-    one rank alone included; modes repaired, hints.repaired) that lowers the ranks' summed
-    overflow, the least overflow then the least step time, until one fits (at most
-    tuning.descend_rounds moves): [that partition], or [] where no move lowers it.
+    """From a partition over the cap with one recompute mode for every layer, the move (one
+    boundary by one layer, or a rank shift, one rank alone included; the layers keep their
+    mode) that lowers the ranks' summed overflow, the least overflow then the least step
+    time, until one fits (at most tuning.descend_rounds moves): [that partition], or []
+    where no move lowers it.
 
     Why: where memory binds and the modes cannot buy it (one recompute mode for every
     layer, a framework's), the balanced splits are over the cap on the ranks whose stages
@@ -835,8 +835,7 @@ def _fit_climb(
         for near in moves:
             if time_left is not None and time_left() <= 0:
                 return []
-            part = repaired(inputs, near.bounds, modes)
-            sc = Scored(part, score(inputs, part))
+            sc = Scored(near, score(inputs, near))  # one mode: nothing to repair
             key = (_overflow_bytes(sc.score), sc.score.step_time_s)
             if key[0] < over and (step is None or key < step[:2]):
                 step = (*key, sc)

@@ -537,7 +537,7 @@ def _open_floors(request: PlanRequest, out: Outcome, *, sweep: bool) -> list[flo
     """The floors of every configuration not settled: the entries', then the least floor of
     the unswept groups (_pending_floor); None when an unswept group has no floor yet (only
     without `sweep`)."""
-    floors = [e.floor_s for e in out.entries if not settled(request, out, e)]
+    floors = _entry_floors(request, out)
     if not out.pending:
         return floors
     least = _pending_floor(request, out, sweep=sweep)
@@ -1042,8 +1042,13 @@ def _entries_gap(request: PlanRequest, out: Outcome) -> float:
     if out.best is None:
         return math.inf
     incumbent = out.best[1].score.step_time_s
-    low = min([incumbent, *(e.floor_s for e in out.entries if not settled(request, out, e))])
+    low = min([incumbent, *_entry_floors(request, out)])
     return incumbent / low - 1.0 if low > 0 else math.inf
+
+
+def _entry_floors(request: PlanRequest, out: Outcome) -> list[float]:
+    """The floors of the visited configurations not settled."""
+    return [e.floor_s for e in out.entries if not settled(request, out, e)]
 
 
 def _close(request: PlanRequest, out: Outcome) -> None:

@@ -44,6 +44,17 @@ MARGIN = 1e-6
 # solve) and the dual simplex (a basis stays dual feasible when a cut row is added or a count
 # bound moves, which is all that changes between solves); the optima are the same.
 GLOP_PARAMETERS = "use_preprocessing: false use_dual_simplex: true"
+# CutLP solves first without scaling: GLOP scales the matrix again on every solve, and the
+# cut LP's re-solves (a row added or a count bound moved) take fewer and cheaper iterations
+# without it where its coefficients are of like magnitudes (seconds per layer, layer counts,
+# memory rows in units of the room). Where they are not (a measured profile's microseconds
+# against its bytes), an unscaled solve can cycle: it stops at the iteration limit, far
+# above what a converging cut-LP solve takes (at most ~1,100 on the planning benchmark),
+# and that CutLP solves scaled (GLOP_PARAMETERS) from then on.
+UNSCALED_ITERATION_LIMIT = 10_000
+CUT_LP_PARAMETERS = (
+    f"{GLOP_PARAMETERS} use_scaling: false max_number_of_iterations: {UNSCALED_ITERATION_LIMIT}"
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,7 @@ class CutLP:
         # every boundary a path crosses (between ranks) costs at least the cheapest p2p
         self._p2p = min(inputs.p2p_s[:-1], default=0.0)
         self._counted: int | None = None  # the run whose per-rank count has rows (count_run)
+        self._parameters = CUT_LP_PARAMETERS  # GLOP_PARAMETERS once an unscaled solve failed
         self._count_bounds: tuple[tuple[int, int], ...] = ()
         # the rounded detour rows (planner.search.detours) of the modes allowed here
         self._detours: list[DetourRow] = (
@@ -98,8 +110,8 @@ class CutLP:
         solver = pywraplp.Solver.CreateSolver("GLOP")
         if solver is None:  # pragma: no cover - ships with OR-Tools
             raise RuntimeError("OR-Tools has no GLOP solver")
-        if not solver.SetSolverSpecificParametersAsString(GLOP_PARAMETERS):
-            raise ValueError(f"GLOP rejects its parameters {GLOP_PARAMETERS!r}")
+        if not solver.SetSolverSpecificParametersAsString(self._parameters):
+            raise ValueError(f"GLOP rejects its parameters {self._parameters!r}")
         self.solver = solver
         self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)
         for g, run in enumerate(runs):
@@ -249,12 +261,14 @@ class CutLP:
                 coefficient(var, -v)
 
     def solve(self) -> LpPoint | None:
-        """The LP optimum (value inf if the LP is infeasible: nothing fits), or None. GLOP's
-        warm re-solve after many added rows sometimes ends ABNORMAL (18.4B, pp = 2
-        interleaved vpp = 12, ~140 cuts); the LP is then rebuilt with every cut and solved
-        cold once."""
+        """The LP optimum (value inf if the LP is infeasible: nothing fits), or None. A solve
+        that ends neither OPTIMAL nor INFEASIBLE (an unscaled solve at its iteration limit;
+        GLOP's warm re-solve after many added rows sometimes ends ABNORMAL: 18.4B, pp = 2
+        interleaved vpp = 12, ~140 cuts) is redone once on the LP rebuilt with every cut,
+        solved cold with scaling."""
         code = self.solver.Solve()
         if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE):
+            self._parameters = GLOP_PARAMETERS
             self._build()
             for cut in self._cuts:
                 self._add_row(cut)

@@ -175,7 +175,39 @@ def test_rejected_glop_parameters_raise(monkeypatch: pytest.MonkeyPatch) -> None
     """A parameter string GLOP does not parse is an error, not GLOP's defaults in silence."""
     import planner.search.cutlp as cutlp
 
-    monkeypatch.setattr(cutlp, "GLOP_PARAMETERS", "use_scaling: flase")
+    monkeypatch.setattr(cutlp, "CUT_LP_PARAMETERS", "use_scaling: flase")
     _, inputs = gpt_case(7300, 0)
     with pytest.raises(ValueError, match="GLOP rejects"):
         CutLP(inputs, MODES)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_an_unscaled_solve_stopped_by_its_limit_is_solved_scaled(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """An unscaled solve that does not converge within its iteration limit (here 1) is not a
+    failed LP: the CutLP solves it again with scaling, and on every later solve, to the same
+    optimum as a CutLP that was scaled from the start."""
+    import planner.search.cutlp as cutlp
+
+    rng, inputs = gpt_case(500, seed)
+    sched = schedule_of(inputs)
+    scaled = cutlp.GLOP_PARAMETERS
+    cuts = seed_cuts(sched) + [
+        critical_path(sched, durations_of(score(inputs, random_partition(rng, inputs))))[1]
+        for _ in range(3)
+    ]
+    values: dict[str, list[float]] = {}
+    for name, parameters in (
+        ("scaled", scaled),
+        ("limited", f"{scaled} max_number_of_iterations: 1"),
+    ):
+        monkeypatch.setattr(cutlp, "CUT_LP_PARAMETERS", parameters)
+        lp = CutLP(inputs, MODES)
+        values[name] = []
+        for cut in cuts:  # a solve after each added row, as the cutting-plane phase does
+            lp.add_cut(cut)
+            point = lp.solve()
+            assert point is not None
+            values[name].append(point.value_s)
+    assert values["limited"] == pytest.approx(values["scaled"], rel=1e-7)

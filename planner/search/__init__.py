@@ -99,6 +99,7 @@ def search(
             "clock": ("caller" if clock is not None else "cp-sat solve time")
             + (", cp-sat on cpu time" if out.cpu_clock else ""),
             "stopped_at_gap_tolerance": out.stopped_at_gap,
+            "interim_solves": out.interim_solves,
             **({"lower_bound_bubble": out.bubble_bound} if out.bubble_bound is not None else {}),
         },
     )

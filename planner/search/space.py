@@ -240,6 +240,15 @@ def frozen_for_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
+def freeze_alive() -> None:
+    """Inside frozen_for_gc's block: every object alive now joins the frozen ones (gc.freeze
+    again), and leaves the collector's scans until the block ends, as they do. For a phase
+    that allocates many objects after a long search built many more (the close of a search
+    with hundreds of thousands of unswept groups): each full collection it triggers would
+    scan them all. Objects freed meanwhile are still freed by their reference counts."""
+    gc.freeze()
+
+
 def _blocks(request: PlanRequest, num_layers: int) -> Iterator[list[list[Config]]]:
     """Per (tp, cp, pp, dp, mbs) the request allows, its groups before the framework's
     check: one per (ZeRO, sp, (ep, etp), cp_comm, modes) in that nested-loop order, each

@@ -21,7 +21,7 @@ from planner.search.exact import REL_TOL
 from planner.search.space import Config
 from planner.specs import PlanRequest
 
-from .test_final_bound_deadline import JumpClock, _request
+from .helpers import JumpClock, deep_request
 
 
 def test_the_close_past_the_limit_settles_by_known_floors_alone(
@@ -42,7 +42,7 @@ def test_the_close_past_the_limit_settles_by_known_floors_alone(
 
     monkeypatch.setattr(driver, "kind_memory_floor_bytes", memory)
     monkeypatch.setattr(driver, "_close", close)
-    request = _request(5.0)
+    request = deep_request(5.0)
     out = run_search(request, clock=JumpClock(3))
     assert out.best is not None and out.source is not None
     (before,) = closing

@@ -99,6 +99,7 @@ from planner.search.space import (
     freeze_alive,
     frozen_for_gc,
     main_run,
+    no_gc,
     split_ok,
     stage_split,
 )
@@ -391,7 +392,11 @@ def _search(
     out.now = elapsed
     report = _Reporter(request, out, on_progress)
 
-    ordered = _sweep_order(request, src, out, groups)
+    # (one key tuple per group, no reference cycles: a collection would only scan the
+    # search's objects again, and everything alive then stays out of later scans)
+    with no_gc():
+        ordered = _sweep_order(request, src, out, groups)
+    freeze_alive()
     # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
     # past the moment it was begun in: new work stops tuning.reserve_share (at most
     # tuning.reserve_s) before the limit.

@@ -86,6 +86,7 @@ from planner.search.kinds import (
     kind_memory_floor_bytes,
     kind_post_floor_s,
     kind_work,
+    memory_key,
 )
 from planner.search.model import StageSplit
 from planner.search.partition import Partition, score
@@ -95,8 +96,10 @@ from planner.search.space import (
     Config,
     Family,
     enumerate_groups,
+    freeze_alive,
     frozen_for_gc,
     main_run,
+    no_gc,
     split_ok,
     stage_split,
 )
@@ -198,7 +201,7 @@ class Outcome:
     pending_bubble: dict[int, float] = field(default_factory=dict)  # id(group) -> edge floor
     memory_kinds: dict[MemoryKey, float | None] = field(
         default_factory=dict
-    )  # memory_key -> kind_memory_floor_bytes (None: no costs): _settle_pending_memory
+    )  # memory_key -> kind_memory_floor_bytes (None: no costs): _settle_pending
     post_kinds: dict[PostKey, float | None] = field(
         default_factory=dict
     )  # post_key -> kind_post_floor_s (None: no costs): _post_floor
@@ -220,6 +223,9 @@ class Outcome:
     # the last complete scan of the unswept groups: ((id, len of out.pending, incumbent
     # bound), their least floor): _pending_floor
     pending_scan: tuple[tuple[int, int, float | None], float] | None = None
+    # id(group) -> (its _floor_fields, its group_memory_key), for every enumerated group
+    # (_sweep_order): _group_keys
+    group_keys: dict[int, tuple[FloorFields, MemoryKey]] = field(default_factory=dict)
 
 
 def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
@@ -387,7 +393,11 @@ def _search(
     out.now = elapsed
     report = _Reporter(request, out, on_progress)
 
-    ordered = _sweep_order(request, src, out, groups)
+    # (one key tuple per group, no reference cycles: a collection would only scan the
+    # search's objects again, and everything alive then stays out of later scans)
+    with no_gc():
+        ordered = _sweep_order(request, src, out, groups)
+    freeze_alive()
     # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
     # past the moment it was begun in: new work stops tuning.reserve_share (at most
     # tuning.reserve_s) before the limit.
@@ -601,7 +611,7 @@ def _pending_floor(
             if floor is not None:
                 least = min(least, floor)
             continue
-        coarse = out.shared_floors.get(_floor_fields(members[0]))  # positive: both known
+        coarse = out.shared_floors.get(_group_keys(out, members)[0])  # positive: both known
         if not coarse:
             coarse = _coarse_floor(request, src, out, members, known=late)
             if coarse is None or coarse < enough:
@@ -706,7 +716,8 @@ def _sweep_order(
     request: PlanRequest, src: CostSource, out: Outcome, groups: list[list[Config]]
 ) -> list[list[Config]]:
     """The order the sweep visits groups in. It decides only what is seen first (how soon a
-    good incumbent prunes the rest), never what is pruned: that is the floors' work.
+    good incumbent prunes the rest), never what is pruned: that is the floors' work. Every
+    group's keys are kept in out.group_keys on the way (_group_keys).
 
     Objective time: by an estimate of the step time, the group's coarse floor (_coarse_floor:
     one cost evaluation per (tp, mbs, sp, cp), a few hundred at most, each needed by the
@@ -716,29 +727,52 @@ def _sweep_order(
     ignores the bubble; the bubble share alone (the order below) ranks pp = 1 groups of any
     work first; 1F1B's bubble for every group swept the groups whose best member is zbv
     (310.1B's and 529.6B's winners) after many that cannot beat it. A group without costs
-    comes last.
+    comes last. The estimate reads the group's _floor_fields and schedules alone, so it is
+    computed once per such value (DeepSeek-V3 on 2,048 GPUs: 311,248 groups).
 
     Objective bubble and the exhaustive mode: the 1F1B bubble share (pp - 1) / (m + pp - 1)
     (no cost model; pp = 1 first, which _zero_bubble_to_prove relies on). Ties (and every
     group under the bubble order) then by tensor-parallel width, ZeRO-1 before 0."""
-
-    def plain(ms: list[Config]) -> tuple[float, int, bool]:
+    by_time = request.objective == "time" and request.search.mode != "exhaustive"
+    # (estimate, plain share, whether a member puts the ends on one rank) per fields and
+    # members' schedules
+    known: dict[tuple[FloorFields, tuple[str, ...]], tuple[float, float, bool]] = {}
+    keys = out.group_keys
+    ranked = []
+    for i, ms in enumerate(groups):
         c = ms[0]
-        return ((c.pp - 1) / (c.num_microbatches + c.pp - 1), c.tp, c.zero_stage != 1)
+        fields = _floor_fields(c)
+        names = tuple(map(_SCHEDULE, ms))
+        terms = known.get((fields, names))
+        if terms is None:
+            plain = (c.pp - 1) / (c.num_microbatches + c.pp - 1)
+            estimate = 0.0
+            if by_time:
+                floor = _coarse_floor(request, src, out, ms)
+                # the share depends on the schedule, pp and m alone: one member per schedule
+                per_schedule = dict(zip(names, ms, strict=True))
+                share = min(map(_bubble_share, per_schedule.values()))
+                estimate = math.inf if floor is None else floor * (1 + share)
+            shared = c.pp == 1 or "zbv" in names  # kinds.ends_share_rank
+            terms = known[(fields, names)] = (estimate, plain, shared)
+        keys[id(ms)] = (fields, memory_key(c, terms[2]))
+        ranked.append((terms[0], terms[1], c.tp, c.zero_stage != 1, i))
+    ranked.sort()  # the index last: ties keep the enumeration's order, as a stable sort
+    return [groups[r[-1]] for r in ranked]
 
-    if request.objective != "time" or request.search.mode == "exhaustive":
-        return sorted(groups, key=plain)
 
-    def estimate(ms: list[Config]) -> float:
-        floor = _coarse_floor(request, src, out, ms)
-        if floor is None:
-            return math.inf
-        # the share depends on the schedule, pp and m alone (shared by the members): one
-        # member per schedule (DeepSeek-V3 on 2,048 GPUs: 3,296,816 members, 311,248 groups)
-        per_schedule = dict(zip(map(_SCHEDULE, ms), ms, strict=True))
-        return floor * (1 + min(map(_bubble_share, per_schedule.values())))
-
-    return sorted(groups, key=lambda ms: (estimate(ms), *plain(ms)))
+def _group_keys(out: Outcome, members: list[Config]) -> tuple[FloorFields, MemoryKey]:
+    """`members`' _floor_fields and group_memory_key: kept for every enumerated group by
+    _sweep_order (the close's settlements and bound read them for every unswept group:
+    ~275,000 on DeepSeek-V3 on 2,048 GPUs, where building the keys again cost more than the
+    finish slack), computed for any other (the rest of a big group the sweep cut inside).
+    Kept by id: the enumerated groups stay alive for the whole search (the sweep's order
+    holds them), so no other list alive beside them has one of their ids. The keys hold
+    atoms only, which the garbage collector stops tracking."""
+    kept = out.group_keys.get(id(members))
+    if kept is not None:
+        return kept
+    return _floor_fields(members[0]), group_memory_key(members)
 
 
 _SCHEDULE = operator.attrgetter("schedule")
@@ -795,7 +829,7 @@ def _edge_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: 
 def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
     """The kind memory floor (_kind_memory_floor) of unswept groups while the search's clock
     is below `limit` (arithmetic on the layer costs), so that the close
-    (_settle_pending_memory) finds them computed whenever it runs. Without an incumbent's
+    (_settle_pending) finds them computed whenever it runs. Without an incumbent's
     time to beat (objective bubble), every group's in sweep order. With one, first what can
     raise the bound of the unswept groups (_least_first), then the others below it by their
     known floor in sweep order, all within tuning.cut_floors_share of the time left: a pass
@@ -839,7 +873,7 @@ def _least_first(
     stop stay those of a queue of the groups themselves)."""
     shared: dict[tuple[object, ...], list[int]] = {}
     for i, members in enumerate(out.pending):
-        shared.setdefault(_floor_fields(members[0]), []).append(i)
+        shared.setdefault(_group_keys(out, members)[0], []).append(i)
     heap: list[tuple[float, int, int]] = []
     for indices in shared.values():
         first = out.pending[indices[0]]
@@ -854,7 +888,7 @@ def _least_first(
         members = out.pending[i]
         if turn == -1:  # every group of members' _floor_fields, at their expert floor
             floor = max(floor, _expert_floor(request, src, out, members) or 0.0)
-            for j in shared[_floor_fields(members[0])]:
+            for j in shared[_group_keys(out, members)[0]]:
                 known = max(floor, out.pending_floors.get(id(out.pending[j])) or 0.0)
                 if known < enough:
                     heapq.heappush(heap, (known, j, 1))
@@ -882,7 +916,8 @@ def _least_first(
 # The fields of a group's first member that its coarse and expert floors read (coarse_key,
 # expert_key, m and pp; the members of a group share them): groups equal in them have the
 # same coarse and expert floors.
-_floor_fields = operator.attrgetter(
+FloorFields = tuple[int, int, bool, int, int, int, int, int]
+_floor_fields: Callable[[Config], FloorFields] = operator.attrgetter(
     "tp", "micro_batch_size", "sequence_parallel", "cp", "ep", "etp", "num_microbatches", "pp"
 )
 
@@ -915,7 +950,7 @@ def _shared_floor(
     known is kept in out.partial_floors with the number of coarse and expert floors kept
     then, and read while that number is the same (those dicts only grow: no floor of the
     group was computed since)."""
-    fields = _floor_fields(members[0])
+    fields = _group_keys(out, members)[0]
     kept = out.shared_floors.get(fields)
     if kept is not None:
         return kept
@@ -931,6 +966,18 @@ def _shared_floor(
         out.shared_floors[fields] = floor
     else:
         out.partial_floors[fields] = (floor, stamp)
+    return floor
+
+
+def _fields_floor(out: Outcome, fields: FloorFields) -> float:
+    """_shared_floor of the groups of `fields` from the coarse and expert floors kept (none
+    computed): max(m W / pp, C) of each where known (_kept_floor), the greater; 0 if
+    neither is."""
+    m, pp = fields[6], fields[7]
+    floor = 0.0
+    for kept in (out.coarse_kinds.get(fields[:4]), out.expert_kinds.get(fields[:6])):
+        if kept is not None:  # (the expert floor is kept at ep > 1 only)
+            floor = max(floor, m * kept[0] / pp, kept[1])
     return floor
 
 
@@ -1063,11 +1110,16 @@ def _entry_floors(request: PlanRequest, out: Outcome) -> list[float]:
 
 def _close(request: PlanRequest, out: Outcome) -> None:
     """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
-    _settle_pending_memory(request, out)
+    # (a pass over up to hundreds of thousands of unswept groups, allocating as it settles
+    # them, whose full collections would scan everything the search built)
+    freeze_alive()
+    _settle_pending(request, out, memory=True)
     _settle_pending_bubble(request, out)
+    scan = out.pending_scan
     low, gap, bubble = _bounds(request, out, sweep=True)
     out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
-    _settle_pending(request, out)
+    if out.pending_scan is not scan:  # the bound's scan computed floors: they may settle more
+        _settle_pending(request, out, memory=False)
     # OPTIMAL only if every group was reached and every configuration settled
     if out.pending or any(not settled(request, out, e) for e in out.entries):
         out.status = "FEASIBLE"
@@ -1082,9 +1134,12 @@ def _kind_memory_floor(
     """kinds.kind_memory_floor_bytes of the group's memory_key, kept in out.memory_kinds (at
     most group_memory_floor_bytes of every member); None where the cost source has no costs,
     or, with `known`, where the key's floor was never computed."""
-    key = group_memory_key(members)
+    key = _group_keys(out, members)[1]
+    kept = out.memory_kinds
+    if key in kept:  # (a lookup for most calls: the close's for every unswept group)
+        return kept[key]
     floor = partial(kind_memory_floor_bytes, request, src, members[0], shared=key[-1])
-    return _kept(out.memory_kinds, key, floor, known=known)
+    return _kept(kept, key, floor, known=known)
 
 
 def _post_floor(
@@ -1103,28 +1158,6 @@ def _over_cap(request: PlanRequest, floor: float) -> bool:
     """A kind memory floor above the cap: its sums run in another order than the built
     inputs', and a relative 1e-9 above the cap is far beyond their rounding."""
     return floor > request.memory_cap_bytes * (1 + 1e-9)
-
-
-def _settle_pending_memory(request: PlanRequest, out: Outcome) -> None:
-    """Unswept groups whose memory floor (_kind_memory_floor) is over the cap are pruned
-    (settled) as the sweep prunes them by memory, kept as memory-pruned groups with their
-    known time floor (cheap: group_time_floor refines it for explain). The floors are computed
-    while the clock is before search.time_limit_s plus tuning.finish_slack_s; after it, only
-    those known."""
-    if not out.pending or request.search.mode == "exhaustive":
-        return
-    src = out.source if out.source is not None else resolve_costs(request)
-    deadline = request.search.time_limit_s + out.tuning.finish_slack_s
-    keep = []
-    for members in out.pending:
-        floor = _kind_memory_floor(request, src, out, members, known=out.now() >= deadline)
-        if floor is None or not _over_cap(request, floor):
-            keep.append(members)
-            continue
-        work = _coarse_floor(request, src, out, members, known=True)
-        own = out.pending_floors.get(id(members))
-        _memory_pruned(out, members, floor, max(work or 0.0, own or 0.0))
-    out.pending = keep
 
 
 def _memory_pruned(out: Outcome, members: list[Config], floor: float, time_floor: float) -> None:
@@ -1161,22 +1194,57 @@ def _settle_pending_bubble(request: PlanRequest, out: Outcome) -> None:
     out.pending = keep
 
 
-def _settle_pending(request: PlanRequest, out: Outcome) -> None:
-    """Unswept groups whose known floor (their own, or their coarse floor) reaches the
-    incumbent are pruned, as the sweep would prune them: none can beat it."""
-    bound = time_bound_s(request, out)
-    if bound is None or not out.pending:
+def _settle_pending(request: PlanRequest, out: Outcome, *, memory: bool) -> None:
+    """Settle unswept groups as the sweep would prune them, in one pass: those whose known
+    time floor (_known_time_floor) reaches the incumbent (none can beat it, whatever its
+    memory), then with `memory` those whose kind memory floor (_kind_memory_floor) is over the
+    cap, kept as memory-pruned groups with their known time floor (cheap: group_time_floor
+    refines it for explain).
+
+    The memory floors are computed while the clock is before search.time_limit_s; after it,
+    only those known count, and the pass costs lookups alone (each group's keys,
+    _group_keys, and its time floor once per _floor_fields): tuning.finish_slack_s covers
+    them (~300,000 unswept groups on DeepSeek-V3 on 2,048 GPUs). Past the limit plus that
+    slack, the least known floor of the groups left (_pending_floor's, which would compute
+    no floor then either) is kept as out.pending_scan, so that the final bound scans no
+    group again (objective time)."""
+    if not out.pending or request.search.mode == "exhaustive":
         return
     src = out.source if out.source is not None else resolve_costs(request)
+    late = out.now() >= request.search.time_limit_s  # no more memory floors
+    deadline = request.search.time_limit_s + out.tuning.finish_slack_s
+    bound = time_bound_s(request, out)
+    enough = bound * (1 - REL_TOL) if bound is not None else math.inf
+    shared: dict[FloorFields, float] = {}  # _shared_floor per fields, once per pass
+    own, keys, memory_kinds = out.pending_floors, out.group_keys, out.memory_kinds
     keep = []
+    least = math.inf
     for members in out.pending:
-        floor = _known_time_floor(request, src, out, members)
-        if floor >= bound * (1 - REL_TOL):
+        fields, key = keys.get(id(members)) or _group_keys(out, members)
+        time_floor = shared.get(fields)
+        if time_floor is None:
+            time_floor = shared[fields] = _fields_floor(out, fields)
+        kept = own.get(id(members), 0.0)  # None: no costs for any member (no plan either)
+        if kept:
+            time_floor = max(time_floor, kept)
+        if time_floor >= enough:  # (whatever its memory: it cannot beat the incumbent)
             out.group_time_pruned += len(members)
-            out.time_groups.append(MemoryGroup(members, 0.0, floor))
-        else:
-            keep.append(members)
+            out.time_groups.append(MemoryGroup(members, 0.0, time_floor))
+            continue
+        cheap = memory_kinds.get(key, -1.0) if memory else None  # -1: not computed yet
+        if cheap is not None and cheap < 0:
+            late = late or out.now() >= request.search.time_limit_s
+            cheap = None if late else _kind_memory_floor(request, src, out, members, known=False)
+        if cheap is not None and _over_cap(request, cheap):
+            _memory_pruned(out, members, cheap, time_floor)
+            continue
+        keep.append(members)
+        if kept is not None:  # (as _pending_floor: 0 where nothing is known)
+            known = time_floor or _work_floor(request, src, out, members, known=True)
+            least = min(least, known or 0.0)
     out.pending = keep
+    if out.now() >= deadline and request.objective == "time":
+        out.pending_scan = ((id(keep), len(keep), bound), least)
 
 
 class _Reporter:

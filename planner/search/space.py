@@ -175,7 +175,7 @@ def stage_split(request: PlanRequest) -> StageSplit:
 def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
     """Every configuration the request allows, in a fixed order: per (tp, cp, pp, dp, mbs),
     schedule and vpp outermost, then ZeRO, sp, (ep, etp), cp_comm and recompute modes."""
-    with _no_gc():
+    with no_gc():
         check = _checker(request) if request.constraints.framework is not None else None
         out: list[Config] = []
         for groups in _blocks(request, num_layers):
@@ -194,7 +194,7 @@ def enumerate_groups(request: PlanRequest, *, num_layers: int) -> list[list[Conf
     member per (schedule, vpp) of that block before a framework's check; enumerate_configs
     takes them schedule first, so a group whose first members the check drops comes later,
     at its first kept member's schedule."""
-    with _no_gc():
+    with no_gc():
         check = _checker(request) if request.constraints.framework is not None else None
         out: list[list[Config]] = []
         for groups in _blocks(request, num_layers):
@@ -212,11 +212,12 @@ def enumerate_groups(request: PlanRequest, *, num_layers: int) -> list[list[Conf
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector off while configurations are built: the enumeration
-    makes no reference cycles, and each collection would scan every configuration built so
-    far, which on a large MoE request (millions of configurations) costs more than building
-    them."""
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off while configurations (or a key per sweep group:
+    driver._sweep_order) are built: they make no reference cycles, and each collection would
+    scan every object built so far, which on a large MoE request (millions of
+    configurations) costs more than building them. Cycles made meanwhile are collected
+    after."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -238,6 +239,15 @@ def frozen_for_gc() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+def freeze_alive() -> None:
+    """Inside frozen_for_gc's block: every object alive now joins the frozen ones (gc.freeze
+    again), and leaves the collector's scans until the block ends, as they do. For a phase
+    that allocates many objects after a long search built many more (the close of a search
+    with hundreds of thousands of unswept groups): each full collection it triggers would
+    scan them all. Objects freed meanwhile are still freed by their reference counts."""
+    gc.freeze()
 
 
 def _blocks(request: PlanRequest, num_layers: int) -> Iterator[list[list[Config]]]:

@@ -108,3 +108,26 @@ def sampled_groups(
     for members in groups[:limit]:
         picked = members if len(members) <= members_each else rng.sample(members, members_each)
         yield src, members, [*picked, *(c for c in members if c.schedule == "zbv")]
+
+
+class JumpClock:
+    """Reads 0 for its first `calls` reads, then a time far past any limit: the search is out
+    of time from a known step on, whatever the machine's load."""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+
+    def __call__(self) -> float:
+        self.left -= 1
+        return 0.0 if self.left >= 0 else 1e9
+
+
+def deep_request(limit: float) -> PlanRequest:
+    """A 128-layer GPT on 512 A100s: ~5,000 configurations, which no search proves within
+    `limit` (s) of a clock that jumps past it (JumpClock) early."""
+    return gpt_request(
+        model=DEEP,
+        cluster={"gpu": "A100-SXM-80GB", "num_gpus": 512, "gpus_per_node": 8},
+        training={"global_batch_size": 1024, "seq_length": 2048},
+        search={"time_limit_s": limit, "top_k": 0},
+    )

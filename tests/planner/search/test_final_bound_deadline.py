@@ -14,28 +14,7 @@ from planner.search.driver import Outcome, run_search
 from planner.search.space import Config
 from planner.specs import PlanRequest
 
-from .helpers import DEEP, gpt_request
-
-
-class JumpClock:
-    """Reads 0 for its first `calls` reads, then a time far past any limit: the search is out
-    of time from a known step on, whatever the machine's load."""
-
-    def __init__(self, calls: int) -> None:
-        self.left = calls
-
-    def __call__(self) -> float:
-        self.left -= 1
-        return 0.0 if self.left >= 0 else 1e9
-
-
-def _request(limit: float) -> PlanRequest:
-    return gpt_request(
-        model=DEEP,
-        cluster={"gpu": "A100-SXM-80GB", "num_gpus": 512, "gpus_per_node": 8},
-        training={"global_batch_size": 1024, "seq_length": 2048},
-        search={"time_limit_s": limit, "top_k": 0},
-    )
+from .helpers import JumpClock, deep_request
 
 
 def _swept_configs(out: Outcome) -> list[Config]:
@@ -46,7 +25,7 @@ def _swept_configs(out: Outcome) -> list[Config]:
 
 
 def test_the_final_bound_past_the_deadline_builds_no_new_floor() -> None:
-    out = run_search(_request(5.0), clock=JumpClock(3))
+    out = run_search(deep_request(5.0), clock=JumpClock(3))
     assert out.pending, "the jump must leave groups unswept for this test to mean anything"
     assert out.best is not None and out.status == "FEASIBLE"
     # The work kinds computed are those of groups the sweep reached, not of the unswept ones.
@@ -58,14 +37,14 @@ def test_the_final_bound_past_the_deadline_builds_no_new_floor() -> None:
     # here one a search given a second of CPU time finds (the incumbent's own time proves
     # nothing: the bound is the least of it and the open floors)
     assert out.lower_bound_s is not None
-    other = run_search(_request(1.0), clock=time.process_time, cpu_clock=True)
+    other = run_search(deep_request(1.0), clock=time.process_time, cpu_clock=True)
     assert other.best is not None
     assert out.lower_bound_s <= other.best[1].score.step_time_s
     assert out.elapsed_s == 1e9  # the clock read after the limit ends it: no extra pass
 
 
 def test_a_search_cut_past_the_deadline_states_no_infinite_gap() -> None:
-    result = search(_request(5.0), clock=JumpClock(3))
+    result = search(deep_request(5.0), clock=JumpClock(3))
     stats = result.search
     assert stats.status == "FEASIBLE"
     assert stats.lower_bound_s is not None and stats.lower_bound_s >= 0.0
@@ -92,7 +71,7 @@ def test_past_the_limit_a_gap_tolerance_costs_no_scan_per_configuration(
         return scan(request, out, sweep=sweep)
 
     monkeypatch.setattr(driver, "_bounds", counted)
-    request = _request(5.0)
+    request = deep_request(5.0)
     tolerant = request.model_copy(
         update={"search": request.search.model_copy(update={"gap_tolerance": 1e-9})}
     )

@@ -64,7 +64,9 @@ class SearchTuning:
       configuration's best partition's, where the optimum breaks it (0: the optimum's own
       path only, Kelley's method). A cut found between the two cuts off more of the LP's
       region than the optimum's own, and the LP's value does not creep up a sliver per
-      solve.
+      solve. `lp_separate_far`: a first call's separation gets `lp_separate_solves` too where
+      the configuration's best partition lies at least this many times further above the
+      bound than the LP floor lies below it (exact._floor_is_the_proof; 0: never).
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -120,6 +122,7 @@ class SearchTuning:
     lp_max_cells: int = 20_000
     lp_separate_solves: int = 200
     lp_separate_core: float = 0.5
+    lp_separate_far: float = 4.0
     lp_moves: int = 24
     lp_action_budget: int = 200_000
     probe_solves: int = 400
@@ -190,6 +193,7 @@ class SearchTuning:
             "finish_slack_s": self.finish_slack_s,
             "model_build_s": self.model_build_s,
             "model_build_margin": self.model_build_margin,
+            "lp_separate_far": self.lp_separate_far,
         }
         for name, value in positive.items():
             if value < 0:

@@ -561,6 +561,8 @@ def _separation_settles(
     point = lp.solve()
     if point is not None and point.value_s < math.inf:
         best = result.best
+        if _floor_is_the_proof(point.value_s, best, bound, tuning):
+            separate = max(separate, tuning.lp_separate_solves)
         point = separate_lp(
             lp,
             point,
@@ -577,6 +579,24 @@ def _separation_settles(
     if point is not None and point.reaches(bound):
         return True
     return _probe_settles(col, lp, limit, time_left, tuning)
+
+
+def _floor_is_the_proof(
+    value_s: float, best: Scored | None, bound_s: float, tuning: SearchTuning
+) -> bool:
+    """The LP floor `value_s` inside the domains lies within tuning.lp_separate_far_within of
+    the bound, and the configuration's best partition at least tuning.lp_separate_far times
+    further above it: a partition under the bound would have to beat every one known by far
+    more than the LP lacks, so the proof is most likely the floor's, and separate_lp gets its
+    hard-proof budget (tuning.lp_separate_solves) in a first call too, before the branching
+    and CP-SAT that would search for such a partition. The separation's solves close a few
+    tenths of a percent at most, hence the window. Changes how far the separation goes,
+    never what it proves (every cut is a path)."""
+    if tuning.lp_separate_far <= 0 or best is None or value_s >= bound_s:
+        return False
+    gap = bound_s - value_s
+    near = gap <= tuning.lp_separate_far_within * bound_s
+    return near and best.score.step_time_s - bound_s >= tuning.lp_separate_far * gap
 
 
 def _probe_settles(

@@ -70,7 +70,10 @@ class SearchTuning:
       configuration's best partition's, where the optimum breaks it (0: the optimum's own
       path only, Kelley's method). A cut found between the two cuts off more of the LP's
       region than the optimum's own, and the LP's value does not creep up a sliver per
-      solve.
+      solve. `lp_separate_far`, `lp_separate_far_within`: a first call's separation gets
+      `lp_separate_solves` too where the LP floor lies at most `lp_separate_far_within` (a
+      fraction of the bound) below the bound and the configuration's best partition at least
+      `lp_separate_far` times further above it (exact._floor_is_the_proof; 0: never).
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -127,6 +130,8 @@ class SearchTuning:
     lp_max_cells: int = 20_000
     lp_separate_solves: int = 200
     lp_separate_core: float = 0.5
+    lp_separate_far: float = 10.0
+    lp_separate_far_within: float = 0.0025
     lp_moves: int = 24
     lp_action_budget: int = 200_000
     probe_solves: int = 400
@@ -198,6 +203,8 @@ class SearchTuning:
             "finish_slack_s": self.finish_slack_s,
             "model_build_s": self.model_build_s,
             "model_build_margin": self.model_build_margin,
+            "lp_separate_far": self.lp_separate_far,
+            "lp_separate_far_within": self.lp_separate_far_within,
         }
         for name, value in positive.items():
             if value < 0:

@@ -96,9 +96,10 @@ def test_far_first_call_separation_matches_the_oracle(monkeypatch: pytest.Monkey
     """A first call whose own separation budget is one solve, its only hint the slowest
     partition that fits, no LP rounds (they would find better ones), the LP's window wide open
     (these small cases' LP lies up to 11 % below), its bound just above the oracle's optimum:
-    where that hint lies far enough above the bound for the LP's gap below it, separate_lp gets lp_separate_solves (checked to happen), and every case still finds
-    the oracle's optimum, its floor at most the optimum (fails if those solves prove a floor
-    1 % too high)."""
+    where that hint lies far enough above the bound for the LP's gap below it, separate_lp
+    gets lp_separate_solves (checked to happen), and every case still finds the oracle's
+    optimum, its floor at most the optimum (fails if those solves prove a floor 1 % too
+    high)."""
     budgets: list[int] = []
     inner = exact.separate_lp
 

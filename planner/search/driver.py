@@ -1513,9 +1513,10 @@ def _visit(
             _offer(request, out, entry, heuristic)
         return 0.0
     ties = request.objective == "bubble"  # the tie rule (exact.tie_key), in either mode
-    interim = interim if bound is not None and request.objective == "time" else 0.0
-    solve_bound = bound / (1 + interim) if bound is not None and interim else bound
-    out.interim_solves += bool(interim) and not exhaustive
+    # (callers pass _interim_gap's level: 0 but under objective time in the optimal mode)
+    interim = interim if bound is not None else 0.0
+    solve_bound = bound / (1 + interim) if bound is not None else None
+    out.interim_solves += interim > 0
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split, ties=ties)
     else:
@@ -1655,6 +1656,7 @@ def _interim_pass(
     configurations within 0.9 % of the incumbent), and the rounds come back with more time
     to those that hold the bound. Returns the solvers' time spent."""
     elapsed = out.now
+    level = _interim_gap(request, out.tuning)
     spent = 0.0
     rounds = 0
     floors: list[float] = []
@@ -1673,7 +1675,6 @@ def _interim_pass(
             if entry.result is not None:
                 _reopen(entry)  # an exact solve's domains: valid at the interim bound too
             own = _capped(elapsed, limit, cap * 2**rounds)
-            level = _interim_gap(request, out.tuning)
             spent += _visit(request, out, entry, split, n, own, interim=level)
         rounds += 1
 

@@ -36,33 +36,49 @@ REWEIGHT_ROUNDS = 3
 @lru_cache(maxsize=512)
 def _split(weights: tuple[float, ...], stages: int) -> tuple[int, ...]:
     """Bounds of a contiguous split of `weights` into `stages` non-empty parts that keeps the
-    largest part small (greedy fill under a bisected cap). Cached: the configurations of one
-    group share their layers' weights and often their stage count."""
+    largest part small: the greedy fill under a cap (each part takes layers while they fit,
+    and opens early only where the later parts would otherwise run out of layers), at the
+    least cap found by bisection. A cap the fill meets is lowered at once to the largest part
+    it made (the fill makes the same parts under that cap), and the bisection stops when a cap
+    just below that part (by the bisection's resolution) fails. Cached: the configurations of
+    one group share their layers' weights and often their stage count."""
     n = len(weights)
 
-    def fill(cap: float) -> tuple[int, ...] | None:
+    def fill(cap: float) -> tuple[tuple[int, ...], float] | None:
+        """The fill's bounds and its largest part, or None where the last part is over cap."""
         bounds = [0]
-        acc = 0.0
+        acc = widest = 0.0
         for i, w in enumerate(weights):
             left = n - i  # layers not yet placed, including i
             open_after = stages - len(bounds)  # stages still to open after the current one
             if i > bounds[-1] and (acc + w > cap or left <= open_after):
                 bounds.append(i)
+                widest = max(widest, acc)
                 acc = 0.0
             acc += w
         if len(bounds) != stages or acc > cap * (1 + 1e-12):
             return None
-        return (*bounds, n)
+        return (*bounds, n), max(widest, acc)
 
     lo, hi = max(weights), sum(weights)
-    best = fill(hi) or tuple(round(i * n / stages) for i in range(stages + 1))
-    for _ in range(BISECTION_STEPS):
+    step = (hi - lo) * 2.0**-BISECTION_STEPS
+    got = fill(hi)
+    if got is None:  # fewer layers than stages
+        return tuple(round(i * n / stages) for i in range(stages + 1))
+    best, hi = got
+    for _ in range(2 * BISECTION_STEPS):
+        if hi - lo <= step:
+            break
+        below = fill(hi - step)  # the least cap, up to the resolution, where this fails
+        if below is None:
+            break
+        best, hi = below
         mid = (lo + hi) / 2
         got = fill(mid)
         if got is None:
             lo = mid
         else:
-            hi, best = mid, got
+            best, hi = got
     return best
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ortools.linear_solver import pywraplp
+from ortools.linear_solver import linear_solver_pb2, pywraplp
 
 from planner.cost import MODE_INDEX, PartitionInputs
 from planner.schedules import StageDurations
@@ -55,6 +55,44 @@ UNSCALED_ITERATION_LIMIT = 10_000
 CUT_LP_PARAMETERS = (
     f"{GLOP_PARAMETERS} use_scaling: false max_number_of_iterations: {UNSCALED_ITERATION_LIMIT}"
 )
+
+
+INF = float("inf")
+
+
+class _Model:
+    """An MPModelProto filled row by row from lists, then loaded into a GLOP MPSolver."""
+
+    def __init__(self) -> None:
+        self.proto = linear_solver_pb2.MPModelProto()
+
+    def var(self, lo: float, hi: float, objective: float = 0.0) -> int:
+        """A new variable's index."""
+        v = self.proto.variable.add()
+        v.lower_bound, v.upper_bound, v.objective_coefficient = lo, hi, objective
+        return len(self.proto.variable) - 1
+
+    def row(self, lo: float, hi: float, at: list[int], coefficients: list[float]) -> None:
+        """lo <= sum_k coefficients[k] x[at[k]] <= hi (zero coefficients left out, as
+        pywraplp's SetCoefficient leaves them)."""
+        c = self.proto.constraint.add()
+        c.lower_bound, c.upper_bound = lo, hi
+        if 0.0 in coefficients:
+            kept = [(j, a) for j, a in zip(at, coefficients, strict=True) if a != 0.0]
+            at, coefficients = [j for j, _ in kept], [a for _, a in kept]
+        c.var_index.extend(at)
+        c.coefficient.extend(coefficients)
+
+    def load(self, parameters: str) -> pywraplp.Solver:
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver is None:  # pragma: no cover - ships with OR-Tools
+            raise RuntimeError("OR-Tools has no GLOP solver")
+        if not solver.SetSolverSpecificParametersAsString(parameters):
+            raise ValueError(f"GLOP rejects its parameters {parameters!r}")
+        error = solver.LoadModelFromProto(self.proto)
+        if error:  # pragma: no cover - the rows above are valid by construction
+            raise ValueError(f"the cut LP's model is invalid: {error}")
+        return solver
 
 
 @dataclass(frozen=True)
@@ -98,40 +136,53 @@ class CutLP:
         self._detours: list[DetourRow] = (
             detour_rows(restricted(inputs, modes), schedule_of(inputs)) if detours else []
         )
+        for cut in cuts:  # in the model from the start (_build)
+            if cut not in self._seen:
+                self._seen.add(cut)
+                self._cuts.append(cut)
         self._build()
-        for cut in cuts:
-            self.add_cut(cut)
 
     def _build(self) -> None:
+        """The LP without cuts: built as one MPModelProto and loaded in one call (each
+        coefficient set through pywraplp costs a Python-to-C++ call; the proto's rows are
+        filled from lists), with its variables and rows in the order they are listed here."""
         inputs, modes = self.inputs, self.modes
         runs = layer_runs(inputs)
         self._first = [run.first for run in runs]
         n, n_st = inputs.num_layers, inputs.num_stages
-        solver = pywraplp.Solver.CreateSolver("GLOP")
-        if solver is None:  # pragma: no cover - ships with OR-Tools
-            raise RuntimeError("OR-Tools has no GLOP solver")
-        if not solver.SetSolverSpecificParametersAsString(self._parameters):
-            raise ValueError(f"GLOP rejects its parameters {self._parameters!r}")
-        self.solver = solver
-        self.x: dict[tuple[int, int, int], pywraplp.Variable] = {}  # (run, stage, mode index)
+        model = _Model()
+        keys: list[tuple[int, int, int]] = []  # (run, stage, mode index) of each x variable
         for g, run in enumerate(runs):
             lo = max(0, run.first - (n - n_st))
             hi = min(n_st - 1, run.first + run.count - 1)
             for s in range(lo, hi + 1):
                 for mode in undominated_modes(inputs, run.first, modes):
-                    self.x[(g, s, MODE_INDEX[mode])] = solver.NumVar(0.0, run.count, "")
+                    keys.append((g, s, MODE_INDEX[mode]))
+                    model.var(0.0, run.count)
+        # the variables of each run, stage and rank, in the order of `keys`
+        of_run: list[list[int]] = [[] for _ in runs]
+        of_stage: list[list[int]] = [[] for _ in range(n_st)]
+        of_rank: list[list[int]] = [[] for _ in range(inputs.pp)]
+        for j, (g, s, _) in enumerate(keys):
+            of_run[g].append(j)
+            of_stage[s].append(j)
+            of_rank[inputs.stage_rank[s]].append(j)
         for g, run in enumerate(runs):
-            row = solver.Constraint(run.count, run.count)
-            for (gg, _, _), var in self.x.items():
-                if gg == g:
-                    row.SetCoefficient(var, 1.0)
+            model.row(run.count, run.count, of_run[g], [1.0] * len(of_run[g]))
         for s in range(n_st):
-            row = solver.Constraint(1.0, solver.infinity())
-            for (_, ss, _), var in self.x.items():
-                if ss == s:
-                    row.SetCoefficient(var, 1.0)
-        self.t = solver.NumVar(0.0, solver.infinity(), "T")
-        self.p = solver.NumVar(0.0, solver.infinity(), "P")
+            model.row(1.0, INF, of_stage[s], [1.0] * len(of_stage[s]))
+        t, p = model.var(0.0, INF, objective=1.0), model.var(0.0, INF, objective=1.0)
+        # a cut row's terms in the order of the x variables: (stage, its layer's forward,
+        # weight-gradient and input-gradient backward times in its mode)
+        self._terms = [
+            (
+                s,
+                inputs.fw_s[self._first[g]],
+                inputs.bw_weight_s[self._first[g]],
+                inputs.bw_input_s[self._first[g]][k],
+            )
+            for g, s, k in keys
+        ]
         # Memory rows in units of the room (cap - fixed), so that bytes (~1e10) and seconds
         # (~1e-3 .. 10) stay within GLOP's tolerances: with raw bytes it reported the LP
         # ABNORMAL after ~100 cuts on 18.4B's pp = 2 interleaved vpp = 12.
@@ -139,39 +190,36 @@ class CutLP:
         unit = 1.0 / room if room > 0 else 1.0
         grow = 1.0 + inputs.fragmentation_fraction
         for r in range(inputs.pp):
-            post = solver.Constraint(0.0, solver.infinity())
-            post.SetCoefficient(self.p, 1.0)
-            for (g, s, _), var in self.x.items():
-                if inputs.stage_rank[s] == r:
-                    post.SetCoefficient(var, -inputs.post_s[self._first[g]])
+            mine = of_rank[r]
+            post = [-inputs.post_s[self._first[keys[j][0]]] for j in mine]
+            model.row(0.0, INF, [p, *mine], [1.0, *post])
             for point, slot, const in memory_rows(inputs, r):
-                mem = solver.Constraint(-solver.infinity(), (room - const) * unit)
-                for (g, s, k), var in self.x.items():
-                    if inputs.stage_rank[s] != r:
-                        continue
+                coefficients = []
+                for j in mine:
+                    g, s, k = keys[j]
                     i = self._first[g]
                     act = point.counts[slot[s]] * inputs.activation_bytes[i][k] * grow
-                    mem.SetCoefficient(var, (inputs.static_bytes[i] + act) * unit)
-        solver.Minimize(self.t + self.p)
-        # a cut row's terms in the order of self.x: (variable, stage, its layer's forward,
-        # weight-gradient and input-gradient backward times in its mode)
-        self._terms = [
-            (
-                var,
-                s,
-                inputs.fw_s[self._first[g]],
-                inputs.bw_weight_s[self._first[g]],
-                inputs.bw_input_s[self._first[g]][k],
-            )
-            for (g, s, k), var in self.x.items()
-        ]
-        self._add_detours(runs)
+                    coefficients.append((inputs.static_bytes[i] + act) * unit)
+                model.row(-INF, (room - const) * unit, mine, coefficients)
+        self._add_detours(runs, model, keys)
+        for cut in self._cuts:
+            constant, at, coefficients = self._cut_row(cut)
+            model.row(constant, INF, [t, *at], [1.0, *coefficients])
+        self.solver = model.load(self._parameters)
+        variables = self.solver.variables()
+        self._vars = variables[: len(keys)]
+        self.x: dict[tuple[int, int, int], pywraplp.Variable] = dict(
+            zip(keys, self._vars, strict=True)
+        )
+        self.t, self.p = variables[t], variables[p]
         self._count_rows: list[pywraplp.Constraint] = []
         if self._counted is not None:
             self.count_run(self._counted)
             self.set_count_bounds(self._count_bounds)
 
-    def _add_detours(self, runs: tuple[Run, ...]) -> None:
+    def _add_detours(
+        self, runs: tuple[Run, ...], model: _Model, keys: list[tuple[int, int, int]]
+    ) -> None:
         """The detour rows, with d_s the middle run's layers in stage s (only where one run
         holds every middle layer, as detour_rows counts them). Under interleaved-1f1b at
         their hulls: T >= beta + alpha . d + sum_k y_k per rank, each y_k >= 0,
@@ -180,32 +228,38 @@ class CutLP:
         raises the interleaved floors (Llama 2 70B on 512 A100s, docs/search.md). Under the
         other schedules with detours (zbv) at their chords, one row per rank and no
         variable (DetourRow.chords): there the hull's variables made the LP phases slower
-        and raised no floor the proof needed (GPT-3 175B on 3,072 H100s, zbv pp 16)."""
+        and raised no floor the proof needed (GPT-3 175B on 3,072 H100s, zbv pp 16).
+        `keys`: the x variables' (run, stage, mode index), x's indices in `model`; T is
+        the variable after them."""
         n = self.inputs.num_layers
         middle = [g for g, run in enumerate(runs) if run.first == 1 and run.count == n - 2]
         if not self._detours or not middle:
             return
-        solver, inf = self.solver, self.solver.infinity()
-        blocks = [(s, var) for (g, s, _), var in self.x.items() if g == middle[0]]
+        t = len(keys)
+        blocks = [(s, j) for j, (g, s, _) in enumerate(keys) if g == middle[0]]
         hull = self.inputs.schedule == "interleaved-1f1b"
         for row in self._detours:
             beta, alpha = (row.beta, row.alpha) if hull else row.chords()
-            top = solver.Constraint(beta, inf)
-            top.SetCoefficient(self.t, 1.0)
-            for s, var in blocks:
-                if alpha[s]:
-                    top.SetCoefficient(var, -alpha[s])
-            for piece in row.pieces if hull else ():
-                y = solver.NumVar(0.0, inf, "")
-                top.SetCoefficient(y, -1.0)
-                line = solver.Constraint(piece.c, inf)  # y - u z >= c
-                chord = solver.Constraint(-piece.v * piece.z0, inf)  # y - v z >= -v z0
-                for con in (line, chord):
-                    con.SetCoefficient(y, 1.0)
-                for s, var in blocks:
-                    if piece.delta[s]:
-                        line.SetCoefficient(var, -piece.u * piece.delta[s])
-                        chord.SetCoefficient(var, -piece.v * piece.delta[s])
+            pieces = row.pieces if hull else ()
+            ys = [model.var(0.0, INF) for _ in pieces]
+            top = [(s, j) for s, j in blocks if alpha[s]]
+            model.row(
+                beta,
+                INF,
+                [t, *(j for _, j in top), *ys],
+                [1.0, *(-alpha[s] for s, _ in top), *(-1.0 for _ in ys)],
+            )
+            for piece, y in zip(pieces, ys, strict=True):
+                on = [(s, j) for s, j in blocks if piece.delta[s]]
+                at = [y, *(j for _, j in on)]
+                # y - u z >= c, then y - v z >= -v z0
+                model.row(piece.c, INF, at, [1.0, *(-piece.u * piece.delta[s] for s, _ in on)])
+                model.row(
+                    -piece.v * piece.z0,
+                    INF,
+                    at,
+                    [1.0, *(-piece.v * piece.delta[s] for s, _ in on)],
+                )
 
     def count_run(self, run: int) -> None:
         """Rows lo <= (layers of `run` on rank r) <= hi, one per rank, then one per stage,
@@ -243,22 +297,32 @@ class CutLP:
         self._add_row(cut)
         return True
 
-    def _add_row(self, cut: PathCut) -> None:
+    def _cut_row(self, cut: PathCut) -> tuple[float, list[int], list[float]]:
+        """The cut's row T - sum_j a_j x_j >= constant as (constant, the x indices j, their
+        coefficients -a_j), zero coefficients left out."""
         inp = self.inputs
         constant = sum(cut.x) * self._p2p
         if any(inp.stage_overhead_s):  # without per-action overhead its length is 0.0
             constant = cut.length_s(inp.overhead_durations) + constant
-        row = self.solver.Constraint(constant, self.solver.infinity())
-        row.SetCoefficient(self.t, 1.0)
         f = cut.f
         weight = [b + w for b, w in zip(cut.b, cut.w, strict=True)]
         grad = [b + i for b, i in zip(cut.b, cut.i, strict=True)]
-        coefficient = row.SetCoefficient
-        for var, s, fw, bw_weight, bw_input in self._terms:
+        at, coefficients = [], []
+        for j, (s, fw, bw_weight, bw_input) in enumerate(self._terms):
             v = f[s] * fw + weight[s] * bw_weight
             v += grad[s] * bw_input
             if v:
-                coefficient(var, -v)
+                at.append(j)
+                coefficients.append(-v)
+        return constant, at, coefficients
+
+    def _add_row(self, cut: PathCut) -> None:
+        constant, at, coefficients = self._cut_row(cut)
+        row = self.solver.Constraint(constant, self.solver.infinity())
+        row.SetCoefficient(self.t, 1.0)
+        coefficient, variables = row.SetCoefficient, self._vars
+        for j, a in zip(at, coefficients, strict=True):
+            coefficient(variables[j], a)
 
     def solve(self) -> LpPoint | None:
         """The LP optimum (value inf if the LP is infeasible: nothing fits), or None. A solve
@@ -270,8 +334,6 @@ class CutLP:
         if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE):
             self._parameters = GLOP_PARAMETERS
             self._build()
-            for cut in self._cuts:
-                self._add_row(cut)
             code = self.solver.Solve()
         if code == pywraplp.Solver.INFEASIBLE:
             return LpPoint(float("inf"), ())
@@ -284,9 +346,7 @@ class CutLP:
         run_layers = [0.0] * n_st
         o_f, o_b, o_w = inputs.stage_overhead_s
         fw, bw, w = [o_f] * n_st, [o_b] * n_st, [o_w] * n_st
-        for ((g, s, _), var), (_, _, f_s, w_s, i_s) in zip(
-            self.x.items(), self._terms, strict=True
-        ):
+        for ((g, s, _), var), (_, f_s, w_s, i_s) in zip(self.x.items(), self._terms, strict=True):
             v = var.solution_value()
             layers[s] += v
             fw[s] += v * f_s

@@ -458,7 +458,7 @@ def _lp_settles(
     True if one shows nothing beats the bound. The domains they prove are kept in
     `col.result` for CP-SAT and later calls."""
     result, time_left = col.result, limits.time_left
-    lp = CutLP(col.inputs, modes)
+    lp = CutLP(col.inputs, modes, cuts=col.seeds)
 
     def limit() -> float | None:
         return _bound(bound_s, result.best)

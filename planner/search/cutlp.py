@@ -339,6 +339,10 @@ class CutLP:
             return LpPoint(float("inf"), ())
         if code != pywraplp.Solver.OPTIMAL:
             return None
+        # every variable's value in one call (per-variable reads cost a call each)
+        solution = linear_solver_pb2.MPSolutionResponse()
+        self.solver.FillSolutionResponseProto(solution)
+        values = solution.variable_value
         inputs = self.inputs
         n_st = inputs.num_stages
         layers = [0.0] * n_st
@@ -346,8 +350,7 @@ class CutLP:
         run_layers = [0.0] * n_st
         o_f, o_b, o_w = inputs.stage_overhead_s
         fw, bw, w = [o_f] * n_st, [o_b] * n_st, [o_w] * n_st
-        for ((g, s, _), var), (_, f_s, w_s, i_s) in zip(self.x.items(), self._terms, strict=True):
-            v = var.solution_value()
+        for (g, s, _), (_, f_s, w_s, i_s), v in zip(self.x, self._terms, values, strict=False):
             layers[s] += v
             fw[s] += v * f_s
             bw[s] += v * (i_s + w_s)
@@ -359,11 +362,11 @@ class CutLP:
             fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=(self._p2p,) * max(0, n_st - 1)
         )
         return LpPoint(
-            self.solver.Objective().Value(),
+            solution.objective_value,
             tuple(layers),
             tuple(counts),
             tuple(run_layers),
-            self.t.solution_value(),
+            values[len(self._terms)],  # T, the variable after x
             durations,
         )
 

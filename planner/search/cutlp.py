@@ -24,9 +24,10 @@ what it could not prove in 20 s with the seeds alone (docs/search.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from ortools.linear_solver import linear_solver_pb2, pywraplp
 
 from planner.cost import MODE_INDEX, PartitionInputs
@@ -56,6 +57,26 @@ CUT_LP_PARAMETERS = (
     f"{GLOP_PARAMETERS} use_scaling: false max_number_of_iterations: {UNSCALED_ITERATION_LIMIT}"
 )
 
+
+@dataclass(frozen=True)
+class PoolPolicy:
+    """Which cut rows a CutLP holds in GLOP. CutLP keeps every cut it is given (the pool),
+    but the model holds only the cut rows tight (within `tight` of T) at one of the last
+    `keep_solves` solves, and those added since: a re-solve costs in proportion to the rows
+    held (GLOP re-extracts the whole model on every solve), and most rows of a long
+    cutting-plane or probing run stay slack (Llama 3 405B under torchtitan: ~500 held rows
+    without the pool, ~175 with it). The model is rebuilt without the others once more than
+    `compact_rows` of them are held. After every solve the pool's other cuts are checked at
+    the optimum; any above T (by more than `tight`) goes back into the model and the LP is
+    solved again. So the optimum satisfies every cut given, and its value is the one of the
+    LP holding every row, within `tight` (far below MARGIN)."""
+
+    tight: float = 1e-7  # relative to T
+    keep_solves: int = 32
+    compact_rows: int = 128
+
+
+POOL = PoolPolicy()
 
 INF = float("inf")
 
@@ -122,11 +143,16 @@ class CutLP:
         *,
         cuts: Iterable[PathCut] = (),
         detours: bool = True,
+        pool: PoolPolicy = POOL,
     ) -> None:
         self.inputs = inputs
+        self.policy = pool
         self.modes = modes
-        self._cuts: list[PathCut] = []
+        self._cuts: list[PathCut] = []  # the pool: every cut given, in order
         self._seen: set[PathCut] = set()
+        self._pool = _Pool(pool.tight)  # the cuts' rows (constant, dense coefficients)
+        self._held: list[int] = []  # pool indices of the cut rows in the model, in row order
+        self._solves = 0
         # every boundary a path crosses (between ranks) costs at least the cheapest p2p
         self._p2p = min(inputs.p2p_s[:-1], default=0.0)
         self._counted: int | None = None  # the run whose per-rank count has rows (count_run)
@@ -136,29 +162,51 @@ class CutLP:
         self._detours: list[DetourRow] = (
             detour_rows(restricted(inputs, modes), schedule_of(inputs)) if detours else []
         )
+        self._build_terms()
         for cut in cuts:  # in the model from the start (_build)
-            if cut not in self._seen:
-                self._seen.add(cut)
-                self._cuts.append(cut)
+            if self._pooled(cut):
+                self._held.append(len(self._cuts) - 1)
         self._build()
 
-    def _build(self) -> None:
-        """The LP without cuts: built as one MPModelProto and loaded in one call (each
-        coefficient set through pywraplp costs a Python-to-C++ call; the proto's rows are
-        filled from lists), with its variables and rows in the order they are listed here."""
+    def _build_terms(self) -> None:
+        """The x variables' keys (run, stage, mode index), in model order, and a cut row's
+        terms in that order: (stage, its layer's forward, weight-gradient and input-gradient
+        backward times in its mode)."""
         inputs, modes = self.inputs, self.modes
         runs = layer_runs(inputs)
         self._first = [run.first for run in runs]
         n, n_st = inputs.num_layers, inputs.num_stages
-        model = _Model()
-        keys: list[tuple[int, int, int]] = []  # (run, stage, mode index) of each x variable
+        keys: list[tuple[int, int, int]] = []
         for g, run in enumerate(runs):
             lo = max(0, run.first - (n - n_st))
             hi = min(n_st - 1, run.first + run.count - 1)
             for s in range(lo, hi + 1):
                 for mode in undominated_modes(inputs, run.first, modes):
                     keys.append((g, s, MODE_INDEX[mode]))
-                    model.var(0.0, run.count)
+        self._keys = keys
+        self._terms = [
+            (
+                s,
+                inputs.fw_s[self._first[g]],
+                inputs.bw_weight_s[self._first[g]],
+                inputs.bw_input_s[self._first[g]][k],
+            )
+            for g, s, k in keys
+        ]
+        self._pool.width = len(keys)
+
+    def _build(self) -> None:
+        """The LP with the held cut rows: built as one MPModelProto and loaded in one call
+        (each coefficient set through pywraplp costs a Python-to-C++ call; the proto's rows
+        are filled from lists), with its variables and rows in the order they are listed
+        here."""
+        inputs = self.inputs
+        runs = layer_runs(inputs)
+        n_st = inputs.num_stages
+        keys = self._keys
+        model = _Model()
+        for g, _, _ in keys:
+            model.var(0.0, runs[g].count)
         # the variables of each run, stage and rank, in the order of `keys`
         of_run: list[list[int]] = [[] for _ in runs]
         of_stage: list[list[int]] = [[] for _ in range(n_st)]
@@ -172,17 +220,6 @@ class CutLP:
         for s in range(n_st):
             model.row(1.0, INF, of_stage[s], [1.0] * len(of_stage[s]))
         t, p = model.var(0.0, INF, objective=1.0), model.var(0.0, INF, objective=1.0)
-        # a cut row's terms in the order of the x variables: (stage, its layer's forward,
-        # weight-gradient and input-gradient backward times in its mode)
-        self._terms = [
-            (
-                s,
-                inputs.fw_s[self._first[g]],
-                inputs.bw_weight_s[self._first[g]],
-                inputs.bw_input_s[self._first[g]][k],
-            )
-            for g, s, k in keys
-        ]
         # Memory rows in units of the room (cap - fixed), so that bytes (~1e10) and seconds
         # (~1e-3 .. 10) stay within GLOP's tolerances: with raw bytes it reported the LP
         # ABNORMAL after ~100 cuts on 18.4B's pp = 2 interleaved vpp = 12.
@@ -202,8 +239,8 @@ class CutLP:
                     coefficients.append((inputs.static_bytes[i] + act) * unit)
                 model.row(-INF, (room - const) * unit, mine, coefficients)
         self._add_detours(runs, model, keys)
-        for cut in self._cuts:
-            constant, at, coefficients = self._cut_row(cut)
+        for i in self._held:
+            constant, at, coefficients = self._pool.row(i)
             model.row(constant, INF, [t, *at], [1.0, *coefficients])
         self.solver = model.load(self._parameters)
         variables = self.solver.variables()
@@ -290,11 +327,18 @@ class CutLP:
     def add_cut(self, cut: PathCut) -> bool:
         """T >= the path's length (each boundary it crosses at the cheapest p2p). False if the
         cut is already in."""
+        if not self._pooled(cut):
+            return False
+        self._hold(len(self._cuts) - 1)
+        return True
+
+    def _pooled(self, cut: PathCut) -> bool:
+        """Into the pool; False if it is in already."""
         if cut in self._seen:
             return False
         self._seen.add(cut)
         self._cuts.append(cut)
-        self._add_row(cut)
+        self._pool.add(*self._cut_row(cut))
         return True
 
     def _cut_row(self, cut: PathCut) -> tuple[float, list[int], list[float]]:
@@ -316,33 +360,62 @@ class CutLP:
                 coefficients.append(-v)
         return constant, at, coefficients
 
-    def _add_row(self, cut: PathCut) -> None:
-        constant, at, coefficients = self._cut_row(cut)
+    def _hold(self, i: int) -> None:
+        """Pool cut i's row into the model."""
+        constant, at, coefficients = self._pool.row(i)
         row = self.solver.Constraint(constant, self.solver.infinity())
         row.SetCoefficient(self.t, 1.0)
         coefficient, variables = row.SetCoefficient, self._vars
         for j, a in zip(at, coefficients, strict=True):
             coefficient(variables[j], a)
+        self._held.append(i)
+        self._pool.tight_at[i] = self._solves
 
     def solve(self) -> LpPoint | None:
-        """The LP optimum (value inf if the LP is infeasible: nothing fits), or None. A solve
-        that ends neither OPTIMAL nor INFEASIBLE (an unscaled solve at its iteration limit;
-        GLOP's warm re-solve after many added rows sometimes ends ABNORMAL: 18.4B, pp = 2
-        interleaved vpp = 12, ~140 cuts) is redone once on the LP rebuilt with every cut,
-        solved cold with scaling."""
+        """The LP optimum over every cut given (value inf if the LP is infeasible: nothing
+        fits), or None. Pool cuts the optimum violates go into the model and it is solved
+        again until none does; then the model drops its long-slack rows where it holds many
+        (PoolPolicy)."""
+        while True:
+            code = self._solve_model()
+            if code == pywraplp.Solver.INFEASIBLE:
+                return LpPoint(float("inf"), ())
+            if code != pywraplp.Solver.OPTIMAL:
+                return None
+            # every variable's value in one call (per-variable reads cost a call each)
+            solution = linear_solver_pb2.MPSolutionResponse()
+            self.solver.FillSolutionResponseProto(solution)
+            values = solution.variable_value
+            t = values[len(self._terms)]  # T, the variable after x
+            lengths = self._pool.lengths(values)
+            violated = self._pool.violated(lengths, t, self._held)
+            if not violated:
+                break
+            for i in violated:
+                self._hold(i)
+        self._solves += 1
+        self._pool.mark_tight(lengths, t, self._held, self._solves)
+        point = self._point(values, solution.objective_value, t)
+        stale = self._pool.stale(self._held, self._solves - self.policy.keep_solves)
+        if len(stale) > self.policy.compact_rows:
+            dropped = set(stale)
+            self._held = [i for i in self._held if i not in dropped]
+            self._build()
+        return point
+
+    def _solve_model(self) -> int:
+        """GLOP's result code. A solve that ends neither OPTIMAL nor INFEASIBLE (an unscaled
+        solve at its iteration limit; GLOP's warm re-solve after many added rows sometimes
+        ends ABNORMAL: 18.4B, pp = 2 interleaved vpp = 12, ~140 cuts) is redone once on the
+        model rebuilt, solved cold with scaling."""
         code = self.solver.Solve()
         if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.INFEASIBLE):
             self._parameters = GLOP_PARAMETERS
             self._build()
             code = self.solver.Solve()
-        if code == pywraplp.Solver.INFEASIBLE:
-            return LpPoint(float("inf"), ())
-        if code != pywraplp.Solver.OPTIMAL:
-            return None
-        # every variable's value in one call (per-variable reads cost a call each)
-        solution = linear_solver_pb2.MPSolutionResponse()
-        self.solver.FillSolutionResponseProto(solution)
-        values = solution.variable_value
+        return int(code)
+
+    def _point(self, values: Sequence[float], value_s: float, makespan_s: float) -> LpPoint:
         inputs = self.inputs
         n_st = inputs.num_stages
         layers = [0.0] * n_st
@@ -350,7 +423,7 @@ class CutLP:
         run_layers = [0.0] * n_st
         o_f, o_b, o_w = inputs.stage_overhead_s
         fw, bw, w = [o_f] * n_st, [o_b] * n_st, [o_w] * n_st
-        for (g, s, _), (_, f_s, w_s, i_s), v in zip(self.x, self._terms, values, strict=False):
+        for (g, s, _), (_, f_s, w_s, i_s), v in zip(self._keys, self._terms, values, strict=False):
             layers[s] += v
             fw[s] += v * f_s
             bw[s] += v * (i_s + w_s)
@@ -362,13 +435,62 @@ class CutLP:
             fw_s=tuple(fw), bw_s=tuple(bw), w_s=tuple(w), p2p_s=(self._p2p,) * max(0, n_st - 1)
         )
         return LpPoint(
-            solution.objective_value,
-            tuple(layers),
-            tuple(counts),
-            tuple(run_layers),
-            values[len(self._terms)],  # T, the variable after x
-            durations,
+            value_s, tuple(layers), tuple(counts), tuple(run_layers), makespan_s, durations
         )
+
+
+class _Pool:
+    """Every cut row of a CutLP: T >= constant + sum_j a_j x_j, kept as (constant, the x
+    indices j, -a_j) for building the model and as a dense matrix of a for checking a point
+    against all of them at once; `tight_at[i]`: the last solve at which row i was tight or
+    went into the model."""
+
+    def __init__(self, tight: float) -> None:
+        self.tight = tight
+        self.width = 0  # x variables
+        self.rows: list[tuple[float, list[int], list[float]]] = []
+        self._a = np.zeros((0, 0))
+        self._c = np.zeros(0)
+        self.tight_at = np.zeros(0, dtype=np.int64)
+
+    def add(self, constant: float, at: list[int], coefficients: list[float]) -> None:
+        n = len(self.rows)
+        if n == len(self._c):  # grow by doubling
+            size = max(16, 2 * n)
+            a, c, tight = np.zeros((size, self.width)), np.zeros(size), np.zeros(size, np.int64)
+            if n:
+                a[:n], c[:n], tight[:n] = self._a[:n], self._c[:n], self.tight_at[:n]
+            self._a, self._c, self.tight_at = a, c, tight
+        self.rows.append((constant, at, coefficients))
+        self._c[n] = constant
+        self._a[n, at] = [-v for v in coefficients]
+
+    def row(self, i: int) -> tuple[float, list[int], list[float]]:
+        return self.rows[i]
+
+    def lengths(self, values: Sequence[float]) -> np.ndarray:
+        """Every row's right-hand side at the point (x = the first `width` values)."""
+        n = len(self.rows)
+        x = np.fromiter(values, float, count=self.width)
+        out: np.ndarray = self._c[:n] + self._a[:n] @ x
+        return out
+
+    def violated(self, lengths: np.ndarray, t: float, held: list[int]) -> list[int]:
+        """The rows above T (by more than `tight`) that the model does not hold."""
+        over = lengths > t + self.tight * abs(t)
+        over[held] = False
+        return [int(i) for i in np.flatnonzero(over)]
+
+    def mark_tight(self, lengths: np.ndarray, t: float, held: list[int], solve: int) -> None:
+        tight = lengths >= t - self.tight * abs(t)
+        mine = np.zeros(len(lengths), bool)
+        mine[held] = True
+        self.tight_at[: len(lengths)][tight & mine] = solve
+
+    def stale(self, held: list[int], before: int) -> list[int]:
+        """The held rows last tight before solve `before`."""
+        at = self.tight_at[held]
+        return [i for i, k in zip(held, at.tolist(), strict=True) if k < before]
 
 
 def rounded_bounds(stage_layers: tuple[float, ...], num_layers: int) -> tuple[int, ...]:

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from planner.search.cutlp import CutLP, rounded_bounds
+from planner.search.cutlp import CutLP, PoolPolicy, rounded_bounds
+from planner.search.domains import counted_run
 from planner.search.exact import separate_lp
 from planner.search.exhaustive import exhaustive_config
 from planner.search.partition import durations_of, schedule_of, score
@@ -21,6 +22,7 @@ from .cases import (
     THREE,
     gpt_case,
     random_partition,
+    solved_case,
     three_mode_case,
 )
 
@@ -211,3 +213,38 @@ def test_an_unscaled_solve_stopped_by_its_limit_is_solved_scaled(
             assert point is not None
             values[name].append(point.value_s)
     assert values["limited"] == pytest.approx(values["scaled"], rel=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_pool_that_drops_its_slack_rows_keeps_the_floor_of_every_cut(seed: int) -> None:
+    """A CutLP that drops every row not tight at its last solve (PoolPolicy(keep_solves=1,
+    compact_rows=0)) solves to the floor of the LP holding every row, through cuts added
+    between solves and count bounds moved (as the probing and branching phases do)."""
+    case = solved_case(520, seed, random_partitions=20)
+    if case is None:
+        return
+    inputs, cuts = case.inputs, case.cuts
+    eager = PoolPolicy(keep_solves=1, compact_rows=0)
+    held = CutLP(inputs, THREE, cuts=cuts[:2], pool=PoolPolicy(compact_rows=10**9))
+    dropping = CutLP(inputs, THREE, cuts=cuts[:2], pool=eager)
+    rng = random.Random(seed)
+    run = counted_run(inputs)
+    for lp in (held, dropping):
+        lp.count_run(run)
+    free = [(0, inputs.num_layers)] * (inputs.pp + inputs.num_stages)
+    for k, cut in enumerate(cuts[2:]):
+        bounds = free
+        if k % 3 == 2:  # a count domain around one rank's count, then free again
+            r = rng.randrange(inputs.pp)
+            lo = rng.randint(0, inputs.num_layers // inputs.pp)
+            bounds = [*free[:r], (lo, lo + 1), *free[r + 1 :]]
+        for lp in (held, dropping):
+            lp.add_cut(cut)
+            lp.set_count_bounds(tuple(bounds))
+        want, got = held.solve(), dropping.solve()
+        assert (want is None) == (got is None)
+        if want is None or got is None:
+            continue
+        assert got.value_s == pytest.approx(want.value_s, rel=1e-6, abs=1e-12), (k, cut)
+        if bounds is free:  # a floor of every partition
+            assert got.value_s <= case.best.score.step_time_s * (1 + 1e-6)

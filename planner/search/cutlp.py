@@ -250,6 +250,7 @@ class CutLP:
         )
         self.t, self.p = variables[t], variables[p]
         self._count_rows: list[pywraplp.Constraint] = []
+        self._held_bounds: list[tuple[int, int] | None] = []
         if self._counted is not None:
             self.count_run(self._counted)
             self.set_count_bounds(self._count_bounds)
@@ -316,13 +317,17 @@ class CutLP:
                 if g == run and s in stages:
                     row.SetCoefficient(var, 1.0)
             self._count_rows.append(row)
+        self._held_bounds = [None] * len(self._count_rows)
 
     def set_count_bounds(self, bounds: tuple[tuple[int, int], ...]) -> None:
         """(lo, hi) for the counted run's layers per rank, then per stage (count_run
         first)."""
         self._count_bounds = bounds
-        for row, (lo, hi) in zip(self._count_rows, bounds, strict=False):
-            row.SetBounds(float(lo), float(hi))
+        held = self._held_bounds  # each row's bounds in the model: set only those that move
+        for k, (row, (lo, hi)) in enumerate(zip(self._count_rows, bounds, strict=False)):
+            if held[k] != (lo, hi):
+                row.SetBounds(float(lo), float(hi))
+                held[k] = (lo, hi)
 
     def add_cut(self, cut: PathCut) -> bool:
         """T >= the path's length (each boundary it crosses at the cheapest p2p). False if the

@@ -307,15 +307,18 @@ class CutLP:
         self._counted = run
         self._count_rows = []
         rank_of = self.inputs.stage_rank
-        groups = [
-            {s for s in range(len(rank_of)) if rank_of[s] == r} for r in range(self.inputs.pp)
+        # the run's variables of each rank, then of each stage, in the order of self.x
+        groups: list[list[pywraplp.Variable]] = [
+            [] for _ in range(self.inputs.pp + self.inputs.num_stages)
         ]
-        groups += [{s} for s in range(self.inputs.num_stages)]
-        for stages in groups:
+        for (g, s, _), var in self.x.items():
+            if g == run:
+                groups[rank_of[s]].append(var)
+                groups[self.inputs.pp + s].append(var)
+        for variables in groups:
             row = self.solver.Constraint(0.0, self.solver.infinity())
-            for (g, s, _), var in self.x.items():
-                if g == run and s in stages:
-                    row.SetCoefficient(var, 1.0)
+            for var in variables:
+                row.SetCoefficient(var, 1.0)
             self._count_rows.append(row)
         self._held_bounds = [None] * len(self._count_rows)
 

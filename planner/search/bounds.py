@@ -294,13 +294,17 @@ def _forced_recompute_s(
     may be fractional). need(S) is at least N(D), the sum of the D least (static_l + least
     act_{l,b}), less room, and the capacity of S at most the sum of the D largest
     capacity_l: the extra time is at least max(0, N(D)) / rho, inf where N(D) exceeds that
-    capacity. The true least extra time is nondecreasing in D (from a choice for D + 1 layers
+    capacity. Whole layers: the q layers S recomputes free at most the sum of the q largest
+    capacity_l, so q is at least the least q whose sum reaches N(D), and their extra time is
+    at least the sum of the q least c_l (a layer's least extra time in a mode that shrinks
+    it). The true least extra time is nondecreasing in D (from a choice for D + 1 layers
     drop one: its bytes are >= 0, the rest still fits at no more time), so the running
     maximum over D of these bounds is one too, and is nondecreasing: what water-filling
     needs."""
     ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
     needs: list[float] = []
     capacity: list[float] = []
+    costs: list[float] = []  # per layer that some mode shrinks, its least extra time
     rho = 0.0
     kinds: dict[tuple[float, tuple[float, float, float], tuple[float, float, float]], int] = {}
     for first, last in spans:
@@ -311,21 +315,29 @@ def _forced_recompute_s(
         b = min(ks, key=lambda k: (bw[k], act[k]))
         needs += [static + least * act[b]] * count
         capacity += [least * (act[b] - min(act[k] for k in ks))] * count
-        for k in ks:
-            if act[k] < act[b]:
-                rho = max(rho, least * (act[b] - act[k]) / (bw[k] - bw[b]))
+        shrink = [k for k in ks if act[k] < act[b]]
+        if shrink:
+            costs += [min(bw[k] - bw[b] for k in shrink)] * count
+        for k in shrink:
+            rho = max(rho, least * (act[b] - act[k]) / (bw[k] - bw[b]))
     needs.sort()
     capacity.sort(reverse=True)
+    costs.sort()
     need = list(itertools.accumulate(needs, initial=0.0))
     freeable = list(itertools.accumulate(capacity, initial=0.0))
+    cheapest = list(itertools.accumulate(costs, initial=0.0))
     if need[min(lo + size - 1, len(needs))] <= room:
         return None
     out, level = [], 0.0
     for d in range(lo, lo + size):
         short = need[d] - room
         if short > 0.0:
-            over = short > freeable[d] + 1e-9 * max(1.0, short) or rho <= 0.0
-            level = math.inf if over else max(level, short / rho)
+            tol = 1e-9 * max(1.0, short)
+            q = bisect.bisect_left(freeable, short - tol, hi=d + 1)  # layers recomputed
+            if q > d or q >= len(cheapest) or rho <= 0.0:
+                level = math.inf
+            else:
+                level = max(level, short / rho, cheapest[q])
         out.append(level)
     return out
 

@@ -266,3 +266,51 @@ def test_the_recompute_term_binds() -> None:
             assert tight is not None and lifted is not None
             hits += tight[0] > lifted[0]
     assert hits >= 30
+
+
+def recompute_bound_inputs(rng: random.Random, schedule: ScheduleName) -> PartitionInputs:
+    """Two ranks, many micro-batches (a small bubble), a negligible first layer, middle
+    layers that differ, and a cap that forces full recompute of some of them: the floor with
+    its recompute term comes within a few per cent of the optimum."""
+    n, m = rng.randint(3, 5), rng.choice([16, 24])
+    rows = [
+        (
+            rng.uniform(0.01, 0.1),
+            rng.uniform(0.5, 1.0),
+            rng.uniform(0.3, 1.0),
+            rng.uniform(1, 4),
+            rng.uniform(1, 3),
+        )
+        for _ in range(n)
+    ]
+    rows[0] = (0.01, 0.01, 0.0, 0.0, 0.0)
+    need = sum(r[4] + 2 * r[3] for r in rows) / 2
+    return pipeline_inputs(
+        schedule,
+        2,
+        1,
+        m,
+        fw=tuple(r[0] for r in rows),
+        bw_input=tuple((r[1], r[1], r[1] + r[2]) for r in rows),
+        bw_weight=(0.0,) * n,
+        p2p=(0.0,) * n,
+        act=tuple((r[3], r[3], 0.0) for r in rows),
+        static=tuple(r[4] for r in rows),
+        post=(0.0,) * n,
+        cap=1.0 + need * rng.uniform(0.4, 1.0),
+        modes=("none", "full"),
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1"])
+def test_the_recompute_term_is_valid_where_it_nearly_binds(
+    seed: int, schedule: ScheduleName
+) -> None:
+    # (with the recompute term 5 % larger, this fails on 4 of the 80 cases)
+    inputs = recompute_bound_inputs(random.Random(seed), schedule)
+    best = exhaustive_config(inputs, modes=("none", "full")).best
+    floors = layer_rank_floors_s(inputs, per_stage=True)
+    assert floors is not None
+    if best is not None:
+        assert floors[0] + floors[1] <= best.score.step_time_s * SLACK

@@ -314,3 +314,27 @@ def test_the_recompute_term_is_valid_where_it_nearly_binds(
     assert floors is not None
     if best is not None:
         assert floors[0] + floors[1] <= best.score.step_time_s * SLACK
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_group_floor_with_recompute_holds_for_every_member(seed: int) -> None:
+    # the recompute term at the group's in-flight counts (bounds.group_inflight), from the
+    # smallest-vpp member, under every non-zbv member's optimum; zbv's own group floor under
+    # its optimum
+    rng = random.Random(9900 + seed)
+    base = memory_bound_inputs(rng, "interleaved-1f1b", 2, 2)
+    members = [x for s, v in ALL_SCHEDULES if (x := as_member(base, s, v)) is not None]
+    plain = [x for x in members if x.schedule not in ("zb-h1", "zbv")]
+    without = group_time_floor_s(plain[0])
+    with_drain = group_time_floor_s(plain[0], drain=True)
+    for x in members:
+        best = exhaustive_config(x, modes=("none", "selective", "full")).best
+        if best is None:
+            continue
+        step = best.score.step_time_s
+        if x.schedule != "zbv":
+            assert without <= step * SLACK, x.schedule
+        if x in plain:
+            assert with_drain <= step * SLACK, x.schedule
+        else:
+            assert group_time_floor_s(x) <= step * SLACK, x.schedule

@@ -234,6 +234,8 @@ def layer_rank_floors_s(
     if free > sum(sum(counts[r]) - lo[r] for r in range(pp)):
         return None
     ends = ((0, inputs.stage_rank[0]), (n_layers - 1, inputs.stage_rank[n_st - 1]))
+    inflight = inputs.coheld if per_stage else group_inflight(inputs)
+    stages = rank_stages(inputs.stage_rank)
     fill = rank_edges_s(inputs, drain)  # with the B drain where `drain`
     idrain = _input_grad_drains(inputs)
     wg = inputs.bw_weight_s
@@ -249,10 +251,95 @@ def layer_rank_floors_s(
             values = [(m * run.work - k * run.wg, c) for run, c in held]
             split = _cheapest(fill[r] + split_e + idrain[r], values, lo[r])
             busy = list(map(max, busy, split))
+        least = min(inflight[s] for s in stages[r])
+        room = inputs.cap_bytes - inputs.fixed_bytes
+        room -= sum(
+            inputs.static_bytes[i] + inflight[s] * min(inputs.activation_bytes[i])
+            for i, s in ((0, 0), (n_layers - 1, n_st - 1))
+            if inputs.stage_rank[s] == r
+        )
+        forced = _forced_recompute_s(inputs, spans[r], least, room, lo[r], len(busy))
+        if forced is not None:
+            busy = [b + m * f for b, f in zip(busy, forced, strict=True)]
         busy_levels.append(busy)
         q = sum(inputs.post_s[i] for i in mine)
         post_levels.append(_cheapest(q, [(run.post, c) for run, c in held], lo[r]))
     return _water_fill(busy_levels, free), _water_fill(post_levels, free)
+
+
+def _forced_recompute_s(
+    inputs: PartitionInputs,
+    spans: list[tuple[int, int]],
+    least: int,
+    room: float,
+    lo: int,
+    size: int,
+) -> list[float] | None:
+    """Per D = lo .. lo + size - 1: a lower bound of the extra input-grad backward time (one
+    micro-batch) that recompute must add for any D middle layers of `spans` to fit a rank
+    whose stages each hold at least `least` micro-batches at once and whose memory left for
+    its middle layers is `room` (cap less fixed bytes less the first / last layer's static and
+    cheapest activation bytes if on it); None where no D needs any (the bound is then 0).
+
+    Layer l at in-flight count I in mode k takes static_l + I act_{l,k} bytes (the peak of
+    layer_rank_floors_s's memory model, as in _recompute_curve) and bw_{l,k} - bw_{l,b} more
+    time than in its fastest mode b (least act among the fastest; the busy level counts
+    bw_{l,b}). With I >= `least` on every stage of the rank, putting each layer at I = least
+    only lowers its bytes in every mode, so every choice that fits still fits: the least
+    extra time there is at most the true one. There, a chosen set S must free
+        need(S) = sum_{l in S} (static_l + least act_{l,b}) - room
+    bytes, at most least (act_{l,b} - act_{l,k}) per layer (capacity_l) and at most rho
+    bytes per second of extra time, rho the best least (act_{l,b} - act_{l,k}) /
+    (bw_{l,k} - bw_{l,b}) of the layers of `spans` (an LP relaxation: a layer's recompute
+    may be fractional). need(S) is at least N(D), the sum of the D least (static_l + least
+    act_{l,b}), less room, and the capacity of S at most the sum of the D largest
+    capacity_l: the extra time is at least max(0, N(D)) / rho, inf where N(D) exceeds that
+    capacity. Whole layers: the q layers S recomputes free at most the sum of the q largest
+    capacity_l, so q is at least the least q whose sum reaches N(D), and their extra time is
+    at least the sum of the q least c_l (a layer's least extra time in a mode that shrinks
+    it). The true least extra time is nondecreasing in D (from a choice for D + 1 layers
+    drop one: its bytes are >= 0, the rest still fits at no more time), so the running
+    maximum over D of these bounds is one too, and is nondecreasing: what water-filling
+    needs."""
+    ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
+    needs: list[float] = []
+    capacity: list[float] = []
+    costs: list[float] = []  # per layer that some mode shrinks, its least extra time
+    rho = 0.0
+    kinds: dict[tuple[float, tuple[float, float, float], tuple[float, float, float]], int] = {}
+    for first, last in spans:
+        for i in range(first, last + 1):
+            key = (inputs.static_bytes[i], inputs.bw_input_s[i], inputs.activation_bytes[i])
+            kinds[key] = kinds.get(key, 0) + 1
+    for (static, bw, act), count in kinds.items():
+        b = min(ks, key=lambda k: (bw[k], act[k]))
+        needs += [static + least * act[b]] * count
+        capacity += [least * (act[b] - min(act[k] for k in ks))] * count
+        shrink = [k for k in ks if act[k] < act[b]]
+        if shrink:
+            costs += [min(bw[k] - bw[b] for k in shrink)] * count
+        for k in shrink:
+            rho = max(rho, least * (act[b] - act[k]) / (bw[k] - bw[b]))
+    needs.sort()
+    capacity.sort(reverse=True)
+    costs.sort()
+    need = list(itertools.accumulate(needs, initial=0.0))
+    freeable = list(itertools.accumulate(capacity, initial=0.0))
+    cheapest = list(itertools.accumulate(costs, initial=0.0))
+    if need[min(lo + size - 1, len(needs))] <= room:
+        return None
+    out, level = [], 0.0
+    for d in range(lo, lo + size):
+        short = need[d] - room
+        if short > 0.0:
+            tol = 1e-9 * max(1.0, short)
+            q = bisect.bisect_left(freeable, short - tol, hi=d + 1)  # layers recomputed
+            if q > d or q >= len(cheapest) or rho <= 0.0:
+                level = math.inf
+            else:
+                level = max(level, short / rho, cheapest[q])
+        out.append(level)
+    return out
 
 
 def _cheapest(base: float, values: list[tuple[float, int]], lo: int) -> list[float]:

@@ -833,17 +833,22 @@ def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit
     (_settle_pending) finds them computed whenever it runs. Without an incumbent's
     time to beat (objective bubble), every group's in sweep order. With one, first what can
     raise the bound of the unswept groups (_least_first), then the others below it by their
-    known floor in sweep order, all within tuning.cut_floors_share of the time left: a pass
-    over every unswept group took the whole limit on DeepSeek-V3 on 2,048 GPUs (~300,000
-    groups at the first cut) and left its bound where it was."""
+    known floor in sweep order. The first within tuning.least_first_share of the time left
+    (it stops early where it finds the group that holds the bound), the pass and the others
+    together within tuning.cut_floors_share of it (those after the pass, if any time is
+    left): a pass over every unswept group took the whole limit on DeepSeek-V3 on 2,048 GPUs
+    (~300,000 groups at the first cut) and left its bound where it was."""
     if request.search.mode == "exhaustive" or out.now() >= limit:
         return  # (the queue of _least_first alone is a pass over every unswept group)
     bound = time_bound_s(request, out)
     enough = math.inf
     if bound is not None:
-        limit = min(limit, out.now() + out.tuning.cut_floors_share * (limit - out.now()))
+        now, tuning = out.now(), out.tuning
         enough = bound * (1 - REL_TOL)
-        _least_first(request, src, out, limit, enough)
+        _least_first(
+            request, src, out, min(limit, now + tuning.least_first_share * (limit - now)), enough
+        )
+        limit = min(limit, now + tuning.cut_floors_share * (limit - now))
     # then, while time is left, the other groups' in sweep order (the close settles those
     # over the cap: a search whose every group is settled is OPTIMAL)
     for members in out.pending:

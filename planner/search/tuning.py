@@ -45,8 +45,10 @@ class SearchTuning:
       at least between two full checks of search.gap_tolerance; `gap_check_share`: the
       most of the search's clock those checks may take (each waits its cost / the share).
     - `cut_floors_share`: of the time left when the sweep is cut short with an incumbent,
-      what the best-first pass over the unswept groups' floors may use
-      (driver._memory_floors_of, driver._least_first).
+      what the unswept groups' floors may use, the best-first pass included
+      (driver._memory_floors_of); `least_first_share`: what the best-first pass
+      (driver._least_first) may use, alone (it stops where it finds the group that holds the
+      bound of the unswept groups).
     - `finish_slack_s`: seconds past search.time_limit_s in which the final bound may still
       compute the work floors of groups never swept (one cost-model call per work kind not
       yet seen); past it, such a group counts only a floor already known (else 0, still a
@@ -123,6 +125,7 @@ class SearchTuning:
     gap_check_share: float = 0.05
     finish_slack_s: float = 0.25
     cut_floors_share: float = 0.1
+    least_first_share: float = 0.3
     lp_rounds: int = 10
     lp_shift_rounds: int = 3
     lp_stall: float = 0.05
@@ -165,6 +168,7 @@ class SearchTuning:
             "lp_stall": self.lp_stall,
             "lp_separate_core": self.lp_separate_core,
             "cut_floors_share": self.cut_floors_share,
+            "least_first_share": self.least_first_share,
             "interim_gap": self.interim_gap,
         }
         for name, value in shares.items():

@@ -65,10 +65,11 @@ class PoolPolicy:
     `keep_solves` solves, and those added since: a re-solve costs in proportion to the rows
     held (GLOP re-extracts the whole model on every solve), and most rows of a long
     cutting-plane or probing run stay slack once later cuts pass them. The model is rebuilt
-    without the others once more than `compact_rows` of them are held. After every solve the pool's other cuts are checked at
-    the optimum; any above T (by more than `tight`) goes back into the model and the LP is
-    solved again. So the optimum satisfies every cut given, and its value is the one of the
-    LP holding every row, within `tight` (far below MARGIN)."""
+    without the others once more than `compact_rows` of them are held. After every solve the
+    pool's other cuts are checked at the optimum; any above T (by more than `tight`) goes
+    back into the model and the LP is solved again. So the optimum satisfies every cut
+    given, and its value is the one of the LP holding every row, within `tight` (far below
+    MARGIN)."""
 
     tight: float = 1e-7  # relative to T
     keep_solves: int = 32

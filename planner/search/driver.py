@@ -120,10 +120,6 @@ class Entry:
     known_paths: tuple[PathCut, ...] = ()  # path cuts of an earlier, unfinished solve
     known_domains: Domains | None = None  # ... and the count domains it proved
     probed: bool = False  # ... after probing them to the end
-    # ... against this bound: a fixed point there and above, not below (a lower bound closes
-    # more sides)
-    probed_bound_s: float = 0.0
-    result_bound_s: float = math.inf  # the bound `result`'s solve was asked about (none: inf)
     # the count domains an interim solve proved (every partition better than
     # `interim_bound_s` lies in them), whether its probing reached its fixed point there
     interim_domains: Domains | None = None
@@ -1558,7 +1554,6 @@ def _visit(
             ties=ties,
         )
     entry.result, entry.verdict = res, "solved"
-    entry.result_bound_s = solve_bound if solve_bound is not None else math.inf
     out.solver_calls += res.solver_calls
     out.cuts += res.cuts
     if res.status in ("FEASIBLE", "UNKNOWN"):
@@ -1597,16 +1592,14 @@ def _after_interim(entry: Entry, solve_bound_s: float) -> None:
 def _known_domains(entry: Entry, solve_bound_s: float | None) -> tuple[Domains | None, bool]:
     """The count domains a solve against `solve_bound_s` starts from, and whether probing
     reached its fixed point on them: those an exact solve proved (`known_domains`, for a
-    bound at or above every later one; probed only where this bound is at or above the one
-    its probing reached its fixed point against: a lower one closes more sides), intersected
-    with those an interim solve proved for a bound at or above `solve_bound_s` (each holds
-    every partition better than its bound, so every partition better than `solve_bound_s`:
-    an interim solve cut short resumes its probing where the last one stopped). Probed there
-    where the interim bound is this one and its probing reached its fixed point."""
+    bound at or above every later one), intersected with those an interim solve proved for
+    a bound at or above `solve_bound_s` (each holds every partition better than its bound,
+    so every partition better than `solve_bound_s`: an interim solve cut short resumes its
+    probing where the last one stopped). Probed where the interim bound is this one and its
+    probing reached its fixed point there on the exact domains (or none)."""
     kept = entry.interim_domains
     if kept is None or solve_bound_s is None or solve_bound_s > entry.interim_bound_s:
-        probed = entry.probed and (solve_bound_s is None or solve_bound_s >= entry.probed_bound_s)
-        return entry.known_domains, probed
+        return entry.known_domains, entry.probed
     probed = entry.interim_probed and solve_bound_s == entry.interim_bound_s
     return intersect(entry.known_domains, kept), probed
 
@@ -1778,7 +1771,6 @@ def _reopen(entry: Entry) -> None:
         entry.known_paths = tuple(entry.result.paths)
         entry.known_domains = entry.result.domains
         entry.probed = entry.result.probed
-        entry.probed_bound_s = entry.result_bound_s
     entry.verdict, entry.result = "pending", None
 
 

@@ -23,14 +23,6 @@ def test_interim_domains_are_kept_for_lower_bounds_only() -> None:
     assert _known_domains(entry, 9.0) == (interim, False)  # not probed at this bound
 
 
-def test_probing_is_done_only_at_or_above_the_bound_it_reached_its_fixed_point_at() -> None:
-    exact = ((0, 9), (0, 9))
-    entry = Entry(None, None, 0.0, 0.0, known_domains=exact, probed=True)  # type: ignore[arg-type]
-    entry.probed_bound_s = 10.0
-    assert _known_domains(entry, 10.0) == (exact, True)
-    assert _known_domains(entry, 9.9) == (exact, False)  # a lower bound closes more sides
-
-
 def test_a_solve_from_the_kept_domains_finds_the_optimum() -> None:
     """Domains probed against an interim bound below a configuration's optimum may leave its
     optimal partition out (where probing closed: every partition); a later solve against a

@@ -60,7 +60,7 @@ from planner.search.bounds import (
     time_floor_s,
 )
 from planner.search.bubble_floor import EdgeTerms, bubble_floor, edge_terms, group_bubble_floor
-from planner.search.domains import Domains
+from planner.search.domains import Domains, intersect
 from planner.search.exact import (
     REL_TOL,
     ConfigResult,
@@ -121,6 +121,11 @@ class Entry:
     known_paths: tuple[PathCut, ...] = ()  # path cuts of an earlier, unfinished solve
     known_domains: Domains | None = None  # ... and the count domains it proved
     probed: bool = False  # ... after probing them to the end
+    # the count domains an interim solve proved (every partition better than
+    # `interim_bound_s` lies in them), whether its probing reached its fixed point there
+    interim_domains: Domains | None = None
+    interim_bound_s: float = 0.0
+    interim_probed: bool = False
     descended: bool = False  # the improve pass ran its hill climb to the end
     proof_floor_s: float = 0.0  # what an unfinished solve proved: cut_floor_s, its LP floors
     bubble_floor: float | None = None  # objective bubble: entry_bubble_floor, once computed
@@ -1526,12 +1531,13 @@ def _visit(
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split, ties=ties)
     else:
+        domains, probed = _known_domains(entry, solve_bound)
         known = Known(
             paths=entry.known_paths,
             scored_hints=entry.seeds,
             descended=entry.descended,
-            domains=entry.known_domains,
-            probed=entry.probed,
+            domains=domains,
+            probed=probed,
         )
         limits = SolveLimits(
             left, time_left, request.search.workers, request.search.seed, out.cpu_clock
@@ -1582,8 +1588,26 @@ def _after_interim(entry: Entry, solve_bound_s: float) -> None:
     if res.status == "BOUNDED":  # (with the path cuts' floor: it may settle it outright)
         floor = max(solve_bound_s * (1 - REL_TOL), cut_floor_s(entry.inputs, res.paths) or 0.0)
         entry.proof_floor_s = max(entry.proof_floor_s, floor)
+    elif res.domains is not None:
+        entry.interim_domains, entry.interim_bound_s = res.domains, solve_bound_s
+        entry.interim_probed = res.probed
     entry.known_paths = tuple(res.paths)
     entry.verdict, entry.result = "pending", None
+
+
+def _known_domains(entry: Entry, solve_bound_s: float | None) -> tuple[Domains | None, bool]:
+    """The count domains a solve against `solve_bound_s` starts from, and whether probing
+    reached its fixed point on them: those an exact solve proved (`known_domains`, for a
+    bound at or above every later one), intersected with those an interim solve proved for
+    a bound at or above `solve_bound_s` (each holds every partition better than its bound,
+    so every partition better than `solve_bound_s`: an interim solve cut short resumes its
+    probing where the last one stopped). Probed where the interim bound is this one and its
+    probing reached its fixed point there on the exact domains (or none)."""
+    kept = entry.interim_domains
+    if kept is None or solve_bound_s is None or solve_bound_s > entry.interim_bound_s:
+        return entry.known_domains, entry.probed
+    probed = entry.interim_probed and solve_bound_s == entry.interim_bound_s
+    return intersect(entry.known_domains, kept), probed
 
 
 def _interim_gap(request: PlanRequest, tuning: SearchTuning) -> float:

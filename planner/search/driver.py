@@ -427,7 +427,7 @@ def _search(
             _memory_floors_of(request, src, out, limit)
             _pending_floor(request, out, sweep=False, fresh=True)  # for progress reports
         if prune:
-            _mark_dominated(out.entries, same_costs=request.objective != "time")
+            (_mark_dominated if request.objective == "time" else _mark_same_costs)(out.entries)
         # Exact phase: the most promising configurations first (by their heuristic step time);
         # the floors still decide what is pruned, so the order only affects speed.
         fresh = out.entries[first_new:]
@@ -1915,17 +1915,14 @@ def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
     )
 
 
-def _mark_dominated(entries: list[Entry], *, same_costs: bool = False) -> None:
+def _mark_dominated(entries: list[Entry]) -> None:
     """Configurations with the same tp, pp, schedule and micro-batch count that differ in the
     ZeRO stage, cp's K/V exchange, the expert degrees (ep, etp), in (cp, dp, mbs) or in their
     recompute modes: drop those another one dominates (typically ZeRO-0 against ZeRO-1: same
     times or slower, more bytes; the costlier K/V exchange; cp = c at mbs b against cp = c / g,
     dp g at b / g, the same tokens per GPU and micro-batch without the K/V exchange's cost;
     under a framework that cannot mix modes, selective recompute against none where it saves
-    no bytes: _modes_no_worse). With `same_costs` (objective bubble, which ranks a
-    configuration by the bubble of its time-optimal partition: a faster configuration may
-    have the larger bubble) only those with another's costs exactly (_same_costs): every
-    partition has the same times and bytes in both, so both have the same best."""
+    no bytes: _modes_no_worse)."""
     buckets: dict[tuple[object, ...], list[Entry]] = {}
     for e in entries:
         c = e.config
@@ -1936,20 +1933,25 @@ def _mark_dominated(entries: list[Entry], *, same_costs: bool = False) -> None:
             for j, other in enumerate(group):
                 if i == j or other.verdict == "dominated" or e.verdict != "pending":
                     continue
-                if same_costs:
-                    if _same_costs(other, e):
-                        e.verdict = "dominated"
-                elif _modes_no_worse(other, e) and _dominates(other.inputs, e.inputs):
+                if _modes_no_worse(other, e) and _dominates(other.inputs, e.inputs):
                     e.verdict = "dominated"
 
 
-def _same_costs(a: Entry, b: Entry) -> bool:
-    """Every partition has the same times and bytes under a and b: their inputs as their
-    modes see them (bounds.restricted) are equal but for the modes' names."""
-    if a.config.modes == b.config.modes:
-        return a.inputs == b.inputs
-    x = dataclasses.replace(restricted(a.inputs, a.config.modes), allowed_modes=())
-    return x == dataclasses.replace(restricted(b.inputs, b.config.modes), allowed_modes=())
+def _mark_same_costs(entries: list[Entry]) -> None:
+    """Objective bubble's dominance: it ranks a configuration by the bubble of its
+    time-optimal partition, so a faster configuration may have the larger bubble and
+    _mark_dominated does not hold; but configurations whose inputs as their modes see them
+    (bounds.restricted) are equal but for the modes' names have the same partitions, times
+    and bytes, and the same best. Of each such class the last one is kept."""
+    last: dict[PartitionInputs, Entry] = {}
+    for e in entries:
+        if e.verdict == "dominated":
+            continue
+        seen = dataclasses.replace(restricted(e.inputs, e.config.modes), allowed_modes=())
+        twin = last.get(seen)
+        if twin is not None and twin.verdict == "pending":
+            twin.verdict = "dominated"
+        last[seen] = e
 
 
 def _modes_no_worse(a: Entry, b: Entry) -> bool:

@@ -16,9 +16,10 @@ from planner.cost import evaluate
 from planner.errors import InfeasibleError
 from planner.plan import Plan, PlanResult, SearchStats
 from planner.search.diagnosis import diagnose
-from planner.search.driver import Entry, Outcome, run_search
+from planner.search.driver import run_search
 from planner.search.exact import Scored
 from planner.search.explain import differences, why
+from planner.search.outcome import Entry, Outcome
 from planner.search.progress import SearchProgress
 from planner.specs.base import RecomputeMode
 from planner.specs.request import PlanRequest

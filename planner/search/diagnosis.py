@@ -17,9 +17,10 @@ import json
 from typing import Any
 
 from planner.launch.capabilities import CAPABILITIES
-from planner.search.driver import Entry, MemoryGroup, Outcome, memory_rep
+from planner.search.driver import memory_rep
 from planner.search.hints import hint_partitions, min_memory
 from planner.search.model import StageSplit
+from planner.search.outcome import Entry, MemoryGroup, Outcome
 from planner.search.partition import Partition, score
 from planner.search.space import Config, main_run, split_ok, stage_split
 from planner.specs.request import PlanRequest

@@ -36,7 +36,6 @@ import heapq
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
@@ -59,11 +58,10 @@ from planner.search.bounds import (
     restricted,
     time_floor_s,
 )
-from planner.search.bubble_floor import EdgeTerms, bubble_floor, edge_terms, group_bubble_floor
+from planner.search.bubble_floor import bubble_floor, edge_terms, group_bubble_floor
 from planner.search.domains import Domains, intersect
 from planner.search.exact import (
     REL_TOL,
-    ConfigResult,
     Known,
     Scored,
     SolveLimits,
@@ -73,14 +71,13 @@ from planner.search.exact import (
 from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition, quick_partitions
 from planner.search.kinds import (
-    CoarseKey,
-    ExpertKey,
+    FloorFields,
     MemoryKey,
-    PostKey,
     coarse_key,
     coarse_work,
     expert_key,
     expert_work,
+    floor_fields,
     group_memory_key,
     group_post_key,
     kind_key,
@@ -90,12 +87,11 @@ from planner.search.kinds import (
     memory_key,
 )
 from planner.search.model import StageSplit
+from planner.search.outcome import Entry, MemoryGroup, Outcome, bubble_closed, time_bound_s
 from planner.search.partition import Partition, score
-from planner.search.paths import PathCut
 from planner.search.progress import SearchProgress
 from planner.search.space import (
     Config,
-    Family,
     enumerate_groups,
     freeze_alive,
     frozen_for_gc,
@@ -106,50 +102,6 @@ from planner.search.space import (
 )
 from planner.search.tuning import TUNING, SearchTuning
 from planner.specs.request import PlanRequest
-
-
-@dataclass
-class Entry:
-    config: Config
-    inputs: PartitionInputs
-    memory_floor_bytes: float
-    time_floor_s: float
-    result: ConfigResult | None = None
-    estimate_s: float = float("inf")  # step time of a quick heuristic partition
-    verdict: str = "pending"  # pending | dominated | solved | memory | pruned | timeout
-    seeds: tuple[Scored, ...] = ()  # hints scored (and hill-climbed) by the improve pass
-    known_paths: tuple[PathCut, ...] = ()  # path cuts of an earlier, unfinished solve
-    known_domains: Domains | None = None  # ... and the count domains it proved
-    probed: bool = False  # ... after probing them to the end
-    # the count domains an interim solve proved (every partition better than
-    # `interim_bound_s` lies in them), whether its probing reached its fixed point there
-    interim_domains: Domains | None = None
-    interim_bound_s: float = 0.0
-    interim_probed: bool = False
-    descended: bool = False  # the improve pass ran its hill climb to the end
-    proof_floor_s: float = 0.0  # what an unfinished solve proved: cut_floor_s, its LP floors
-    bubble_floor: float | None = None  # objective bubble: entry_bubble_floor, once computed
-    edge_floor: float | None = None  # objective bubble: entry_edge_floor, once computed
-
-    @property
-    def floor_s(self) -> float:
-        """The best proven lower bound of this configuration's step time."""
-        return max(self.time_floor_s, self.proof_floor_s)
-
-
-@dataclass
-class MemoryGroup:
-    """A group pruned by its memory floor (valid for every schedule and vpp in it); explain
-    builds a representative Entry (`memory_rep`) only for the few it reports."""
-
-    members: list[Config]
-    memory_floor_bytes: float
-    time_floor_s: float
-    cheap: bool = False  # time_floor_s is only the layers' work (group_time_floor refines it)
-
-    @property
-    def config(self) -> Config:
-        return self.members[0]
 
 
 def group_time_floor(
@@ -168,104 +120,10 @@ def group_time_floor(
     return group.time_floor_s
 
 
-@dataclass
-class Outcome:
-    entries: list[Entry]
-    best: tuple[Entry, Scored] | None
-    status: str  # OPTIMAL | FEASIBLE
-    solver_calls: int = 0
-    cuts: int = 0
-    elapsed_s: float = 0.0
-    invalid: int = 0
-    group_pruned: int = 0  # configurations pruned with their group's memory floor
-    group_memory_floor: float = float("inf")
-    skipped: int = 0  # configurations left unvisited at the time limit
-    num_configs: int = 0
-    memory_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by memory
-    best_found_at_s: float = 0.0  # elapsed time when the final best plan was first seen
-    now: Callable[[], float] = lambda: 0.0
-    group_time_pruned: int = 0  # configurations pruned with their group's time floor
-    group_bubble_pruned: int = 0  # objective bubble: pruned with their group's bubble floor
-    source: CostSource | None = None
-    families: dict[Family, tuple[Entry, Scored]] = field(default_factory=dict)
-    time_groups: list[MemoryGroup] = field(default_factory=list)  # groups pruned by time
-    pending: list[list[Config]] = field(default_factory=list)  # groups not swept yet
-    pending_floors: dict[int, float | None] = field(default_factory=dict)  # id(group) -> floor
-    work_kinds: dict[tuple[object, ...], tuple[float, float]] = field(
-        default_factory=dict
-    )  # (tp, mbs, sp, split backward, cp, cp_comm, ep, etp) -> (work_s, chain_s): _work_floor
-    coarse_kinds: dict[CoarseKey, tuple[float, float] | None] = field(
-        default_factory=dict
-    )  # (tp, mbs, sp, cp) -> floors of its kinds' (work_s, chain_s): _coarse_floor
-    expert_kinds: dict[ExpertKey, tuple[float, float] | None] = field(
-        default_factory=dict
-    )  # (tp, mbs, sp, cp, ep, etp) -> floors of its kinds' (work_s, chain_s): _expert_floor
-    provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
-    edge_kinds: dict[tuple[object, ...], EdgeTerms | None] = field(
-        default_factory=dict
-    )  # (kind_key, modes) -> its EdgeTerms without p2p: _group_edge_floor
-    pending_bubble: dict[int, float] = field(default_factory=dict)  # id(group) -> edge floor
-    memory_kinds: dict[MemoryKey, float | None] = field(
-        default_factory=dict
-    )  # memory_key -> kind_memory_floor_bytes (None: no costs): _settle_pending
-    post_kinds: dict[PostKey, float | None] = field(
-        default_factory=dict
-    )  # post_key -> kind_post_floor_s (None: no costs): _post_floor
-    shared_floors: dict[tuple[object, ...], float] = field(
-        default_factory=dict
-    )  # _floor_fields of a group -> its coarse and expert floors, once both known: _shared_floor
-    partial_floors: dict[tuple[object, ...], tuple[float, int]] = field(
-        default_factory=dict
-    )  # ... -> what is known of them, and the floors kept when it was: _shared_floor
-    lower_bound_s: float | None = None
-    gap: float | None = None
-    bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
-    stopped_at_gap: bool = False  # stopped by search.gap_tolerance
-    interim_solves: int = 0  # configurations solved against the interim bound (_visit)
-    alternatives_note: str | None = None
-    tuning: SearchTuning = TUNING  # what run_search was given; the phases read it here
-    cpu_clock: bool = False  # what run_search was given: CP-SAT's solves stop on CPU time
-    gap_check_after: float = -math.inf  # search clock before which no throttled gap check runs
-    # the last complete scan of the unswept groups: ((id, len of out.pending, incumbent
-    # bound), their least floor): _pending_floor
-    pending_scan: tuple[tuple[int, int, float | None], float] | None = None
-    # id(group) -> (its _floor_fields, its group_memory_key), for every enumerated group
-    # (_sweep_order): _group_keys
-    group_keys: dict[int, tuple[FloorFields, MemoryKey]] = field(default_factory=dict)
-
-
 def _rank(request: PlanRequest, sc: Scored) -> tuple[float, float]:
     if request.objective == "bubble":
         return (sc.score.bubble_fraction, sc.score.step_time_s)
     return (sc.score.step_time_s, 0.0)
-
-
-def time_bound_s(request: PlanRequest, out: Outcome) -> float | None:
-    """The step time a configuration must beat to matter, None if every one matters: the
-    incumbent's (objective time), or objective bubble with an incumbent of zero bubble (no
-    plan has less, so only a faster one with zero bubble could beat it: a 0 % bubble proves
-    itself, and time breaks the tie)."""
-    best = out.best
-    if best is None or request.search.mode == "exhaustive":
-        return None
-    if request.objective == "bubble" and best[1].score.bubble_fraction > 0.0:
-        return None
-    return best[1].score.step_time_s
-
-
-def bubble_closed(request: PlanRequest, out: Outcome, pp: int) -> bool:
-    """Objective bubble with a zero-bubble incumbent: a pp > 1 configuration cannot tie it.
-    Every stage holds a layer of positive time, so rank 1 idles at least until stage 0's
-    first forward ends, and its idle time makes the bubble (sum of idle / (pp x step),
-    planner.schedules.simulate) positive under every schedule."""
-    best = out.best
-    return (
-        pp > 1
-        and request.objective == "bubble"
-        and request.search.mode != "exhaustive"
-        and best is not None
-        and best[1].score.bubble_fraction == 0.0
-    )
 
 
 def entry_bubble_floor(out: Outcome, entry: Entry) -> float:
@@ -733,7 +591,7 @@ def _sweep_order(
     ignores the bubble; the bubble share alone (the order below) ranks pp = 1 groups of any
     work first; 1F1B's bubble for every group swept the groups whose best member is zbv
     (310.1B's and 529.6B's winners) after many that cannot beat it. A group without costs
-    comes last. The estimate reads the group's _floor_fields and schedules alone, so it is
+    comes last. The estimate reads the group's floor_fields and schedules alone, so it is
     computed once per such value (DeepSeek-V3 on 2,048 GPUs: 311,248 groups).
 
     Objective bubble and the exhaustive mode: the 1F1B bubble share (pp - 1) / (m + pp - 1)
@@ -747,7 +605,7 @@ def _sweep_order(
     ranked = []
     for i, ms in enumerate(groups):
         c = ms[0]
-        fields = _floor_fields(c)
+        fields = floor_fields(c)
         names = tuple(map(_SCHEDULE, ms))
         terms = known.get((fields, names))
         if terms is None:
@@ -768,7 +626,7 @@ def _sweep_order(
 
 
 def _group_keys(out: Outcome, members: list[Config]) -> tuple[FloorFields, MemoryKey]:
-    """`members`' _floor_fields and group_memory_key: kept for every enumerated group by
+    """`members`' floor_fields and group_memory_key: kept for every enumerated group by
     _sweep_order (the close's settlements and bound read them for every unswept group:
     ~275,000 on DeepSeek-V3 on 2,048 GPUs, where building the keys again cost more than the
     finish slack), computed for any other (the rest of a big group the sweep cut inside).
@@ -778,7 +636,7 @@ def _group_keys(out: Outcome, members: list[Config]) -> tuple[FloorFields, Memor
     kept = out.group_keys.get(id(members))
     if kept is not None:
         return kept
-    return _floor_fields(members[0]), group_memory_key(members)
+    return floor_fields(members[0]), group_memory_key(members)
 
 
 _SCHEDULE = operator.attrgetter("schedule")
@@ -876,7 +734,7 @@ def _least_first(
     the unswept groups (every other one's floor is at least its own), and the pass stops
     there, or at `limit`.
 
-    The groups enter the queue by _floor_fields, one entry per value shared by many groups
+    The groups enter the queue by floor_fields, one entry per value shared by many groups
     (DeepSeek-V3 on 2,048 GPUs: ~300,000 groups at the first cut), at their coarse floor
     (the same for each): the entry's expert floor is computed once for all of them, and only
     when it comes out are its groups queued one by one, each at its own known floor (at least
@@ -897,7 +755,7 @@ def _least_first(
     while heap and out.now() < limit:
         floor, i, turn = heapq.heappop(heap)
         members = out.pending[i]
-        if turn == -1:  # every group of members' _floor_fields, at their expert floor
+        if turn == -1:  # every group of members' floor_fields, at their expert floor
             floor = max(floor, _expert_floor(request, src, out, members) or 0.0)
             for j in shared[_group_keys(out, members)[0]]:
                 known = max(floor, out.pending_floors.get(id(out.pending[j])) or 0.0)
@@ -924,15 +782,6 @@ def _least_first(
             heapq.heappush(heap, (floor, i, turn + 1))
 
 
-# The fields of a group's first member that its coarse and expert floors read (coarse_key,
-# expert_key, m and pp; the members of a group share them): groups equal in them have the
-# same coarse and expert floors.
-FloorFields = tuple[int, int, bool, int, int, int, int, int]
-_floor_fields: Callable[[Config], FloorFields] = operator.attrgetter(
-    "tp", "micro_batch_size", "sequence_parallel", "cp", "ep", "etp", "num_microbatches", "pp"
-)
-
-
 def _group_time_floor(
     request: PlanRequest, src: CostSource, members: list[Config], enough: float
 ) -> float | None:
@@ -956,7 +805,7 @@ def _shared_floor(
 ) -> float:
     """The greater of the group's coarse and expert floors where known, 0 where neither is.
     Once both are known (or the coarse one, at ep = 1), kept in out.shared_floors under the
-    group's _floor_fields, which they read alone: the known-floor scans of the ~300,000
+    group's floor_fields, which they read alone: the known-floor scans of the ~300,000
     unswept groups of DeepSeek-V3 on 2,048 GPUs then cost a lookup each. Before, what is
     known is kept in out.partial_floors with the number of coarse and expert floors kept
     then, and read while that number is the same (those dicts only grow: no floor of the
@@ -1214,7 +1063,7 @@ def _settle_pending(request: PlanRequest, out: Outcome, *, memory: bool) -> None
 
     The memory floors are computed while the clock is before search.time_limit_s; after it,
     only those known count, and the pass costs lookups alone (each group's keys,
-    _group_keys, and its time floor once per _floor_fields): tuning.finish_slack_s covers
+    _group_keys, and its time floor once per floor_fields): tuning.finish_slack_s covers
     them (~300,000 unswept groups on DeepSeek-V3 on 2,048 GPUs). Past the limit plus that
     slack, the least known floor of the groups left (_pending_floor's, which would compute
     no floor then either) is kept as out.pending_scan, so that the final bound scans no

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from planner.search.driver import Entry, MemoryGroup, Outcome, group_time_floor
+from planner.search.driver import group_time_floor
 from planner.search.exact import Scored
+from planner.search.outcome import Entry, MemoryGroup, Outcome
 from planner.search.space import Config
 from planner.specs.request import PlanRequest
 

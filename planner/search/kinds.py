@@ -26,6 +26,7 @@ follow fails there.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 from planner.catalog.models import HEAD
 from planner.catalog.ring_attention import ring_attention_for
@@ -190,6 +191,15 @@ ExpertKey = tuple[int, int, bool, int, int, int]
 
 def expert_key(cfg: Config) -> ExpertKey:
     return (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, cfg.cp, cfg.ep, cfg.etp)
+
+
+# The fields of a group's first member that its coarse and expert floors read (coarse_key,
+# expert_key, m and pp; the members of a group share them): groups equal in them have the
+# same coarse and expert floors.
+FloorFields = tuple[int, int, bool, int, int, int, int, int]
+floor_fields: Callable[[Config], FloorFields] = operator.attrgetter(
+    "tp", "micro_batch_size", "sequence_parallel", "cp", "ep", "etp", "num_microbatches", "pp"
+)
 
 
 def expert_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float, float]:

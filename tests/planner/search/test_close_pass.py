@@ -10,14 +10,9 @@ from typing import Any
 import pytest
 
 from planner.search import driver
-from planner.search.driver import (
-    Outcome,
-    _kind_memory_floor,
-    _known_time_floor,
-    _over_cap,
-    run_search,
-)
+from planner.search.driver import _kind_memory_floor, _known_time_floor, _over_cap, run_search
 from planner.search.exact import REL_TOL
+from planner.search.outcome import Outcome
 from planner.search.space import Config
 from planner.specs import PlanRequest
 

@@ -25,7 +25,7 @@ from planner.cost import partition_inputs, resolve_costs
 from planner.cost.folded import cp_times
 from planner.errors import SpecError
 from planner.search.bounds import restricted, time_floor_s
-from planner.search.driver import Outcome, _coarse_floor, run_search
+from planner.search.driver import _coarse_floor, run_search
 from planner.search.exact import REL_TOL
 from planner.search.kinds import (
     _layer_costs,
@@ -35,6 +35,7 @@ from planner.search.kinds import (
     kind_key,
     kind_work,
 )
+from planner.search.outcome import Outcome
 from planner.search.progress import SearchProgress
 from planner.search.space import Config, enumerate_configs
 from planner.specs import PlanRequest

@@ -18,6 +18,7 @@ from planner.search.bounds import rank_edges, restricted
 from planner.search.bubble_floor import edge_terms, group_bubble_floor
 from planner.search.exhaustive import scored_partitions
 from planner.search.kinds import kind_key
+from planner.search.outcome import Outcome
 from planner.search.space import enumerate_configs
 from planner.specs.base import RecomputeMode
 from planner.specs.model import ActionOverhead
@@ -124,7 +125,7 @@ def test_group_floor_on_every_group_of_random_requests() -> None:
         request = random_request(random.Random(seed)).model_copy(update={"objective": "bubble"})
         src = resolve_costs(request)
         configs = list(enumerate_configs(request, num_layers=len(src.layers)))
-        out = driver.Outcome(entries=[], best=None, status="OPTIMAL")
+        out = Outcome(entries=[], best=None, status="OPTIMAL")
         terms: dict[tuple[object, ...], object] = {}
         for members in sweep_grouped(configs):
             floor = driver._group_edge_floor(request, src, out, members, known=False)

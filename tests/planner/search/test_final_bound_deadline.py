@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from planner.search import driver, search
-from planner.search.driver import Outcome, run_search
+from planner.search.driver import run_search
+from planner.search.outcome import Outcome
 from planner.search.space import Config
 from planner.specs import PlanRequest
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from planner.search.cutlp import CutLP
-from planner.search.driver import Entry, _known_domains
+from planner.search.driver import _known_domains
 from planner.search.exact import Known, SolveLimits, probe_phase, solve_config
+from planner.search.outcome import Entry
 
 from .cases import THREE, inside, run_counts, solved_case
 

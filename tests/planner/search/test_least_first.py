@@ -13,7 +13,6 @@ from types import SimpleNamespace
 
 from planner.cost import resolve_costs
 from planner.search.driver import (
-    Outcome,
     _coarse_floor,
     _expert_floor,
     _group_time_floor,
@@ -25,6 +24,7 @@ from planner.search.driver import (
     run_search,
 )
 from planner.search.exact import REL_TOL
+from planner.search.outcome import Outcome
 from planner.search.space import Config, enumerate_groups
 from planner.specs import PlanRequest
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from planner.cost import PartitionInputs
-from planner.search.driver import Entry, _mark_dominated
+from planner.search.driver import _mark_dominated
 from planner.search.exhaustive import exhaustive_config
+from planner.search.outcome import Entry
 from planner.search.space import Config
 from planner.specs.base import RecomputeMode
 

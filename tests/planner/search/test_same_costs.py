@@ -5,7 +5,8 @@ framework that cannot mix recompute modes, selective recompute where it costs wh
 from __future__ import annotations
 
 from planner.cost import partition_inputs, resolve_costs
-from planner.search.driver import Entry, _mark_same_costs
+from planner.search.driver import _mark_same_costs
+from planner.search.outcome import Entry
 from planner.search.space import Config, enumerate_configs
 
 from .helpers import GPT_13B, LLAMA, framework_request

@@ -9,8 +9,9 @@ import pytest
 from planner.errors import InfeasibleError, SpecError
 from planner.plan import Plan
 from planner.search import search
-from planner.search.driver import MemoryGroup, memory_rep, run_search
+from planner.search.driver import memory_rep, run_search
 from planner.search.explain import why
+from planner.search.outcome import MemoryGroup
 from planner.search.space import enumerate_configs
 
 from .helpers import GPT_13B, SLACK_S

@@ -15,11 +15,8 @@ import pytest
 from bench.megatron_table1 import DEFAULT_CASES, load_cases
 from bench.search_speed import request_for
 from planner.cost import resolve_costs
-from planner.search.driver import (
-    Outcome,
-    _coarse_floor,
-    _sweep_order,
-)
+from planner.search.driver import _coarse_floor, _sweep_order
+from planner.search.outcome import Outcome
 from planner.search.space import Config, enumerate_groups
 from planner.specs import PlanRequest
 

@@ -32,12 +32,8 @@ best plan so far marked FEASIBLE; if it has none yet, it keeps scoring heuristic
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
-import operator
 from collections.abc import Callable
-from functools import partial
-from typing import Any, TypeVar
 
 from planner.cost import (
     MODE_INDEX,
@@ -51,9 +47,6 @@ from planner.cost.source import CostSource
 from planner.errors import SpecError
 from planner.search.bounds import (
     cut_floor_s,
-    group_memory_floor_bytes,
-    group_time_floor_s,
-    least_inflight,
     memory_floor_bytes,
     restricted,
     time_floor_s,
@@ -72,19 +65,7 @@ from planner.search.exhaustive import exhaustive_config
 from planner.search.hints import hint_partitions, quick_partition, quick_partitions
 from planner.search.kinds import (
     FloorFields,
-    MemoryKey,
     coarse_key,
-    coarse_work,
-    expert_key,
-    expert_work,
-    floor_fields,
-    group_memory_key,
-    group_post_key,
-    kind_key,
-    kind_memory_floor_bytes,
-    kind_post_floor_s,
-    kind_work,
-    memory_key,
 )
 from planner.search.model import StageSplit
 from planner.search.outcome import Entry, MemoryGroup, Outcome, bubble_closed, time_bound_s
@@ -100,6 +81,21 @@ from planner.search.space import (
     split_ok,
     stage_split,
 )
+from planner.search.sweep_floors import (
+    coarse_floor,
+    expert_floor,
+    fields_floor,
+    group_edge_floor,
+    group_floors,
+    group_keys,
+    kind_memory_floor,
+    known_time_floor,
+    least_first,
+    over_cap,
+    post_floor,
+    sweep_order,
+    work_floor,
+)
 from planner.search.tuning import TUNING, SearchTuning
 from planner.specs.request import PlanRequest
 
@@ -113,7 +109,7 @@ def group_time_floor(
     `enough_s` may stay partial)."""
     if group.cheap:
         src = out.source if out.source is not None else resolve_costs(request)
-        floors = _group_floors(request, src, group.members, enough_s)
+        floors = group_floors(request, src, group.members, enough_s)
         if floors is not None:
             group.time_floor_s = max(group.time_floor_s, floors[1])
         group.cheap = enough_s is not None and group.time_floor_s >= enough_s
@@ -167,41 +163,6 @@ def entry_edge_floor(entry: Entry) -> float:
             terms, pp=cfg.pp, m=cfg.num_microbatches, drain=drain, max_stages=cfg.pp * cfg.vpp
         )
     return entry.edge_floor
-
-
-def _group_edge_floor(
-    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config], *, known: bool
-) -> float | None:
-    """Objective bubble: a bubble floor of every member of a group, the least of each
-    member's bubble_floor.group_bubble_floor over the EdgeTerms of its kind and modes (the
-    layers' times of a kind are the same in every configuration, planner.search.kinds; p2p
-    left out, which is valid), one PartitionInputs per (kind, modes) (out.edge_kinds). With
-    `known`, or where a kind's inputs cannot be built, only what is known: None unless every
-    kind's terms are."""
-    least = math.inf
-    for cfg in members:
-        key = (*kind_key(cfg), cfg.modes)
-        if key not in out.edge_kinds:
-            if known:
-                return None
-            least_in = least_inflight(cfg.schedule, cfg.pp, cfg.num_microbatches)
-            try:
-                rin = partition_inputs(
-                    request, cfg.candidate(), source=src, given_inflight=least_in
-                )
-            except SpecError:
-                return None  # a member the cost model refuses: no floor claimed for it
-            out.edge_kinds[key] = edge_terms(restricted(rin, cfg.modes), hop=False)
-        drain = cfg.schedule not in SPLIT_BACKWARD
-        floor = group_bubble_floor(
-            out.edge_kinds[key],
-            pp=cfg.pp,
-            m=cfg.num_microbatches,
-            drain=drain,
-            max_stages=cfg.pp * cfg.vpp,
-        )
-        least = min(least, floor)
-    return least if least < math.inf else None
 
 
 def _positive_bubble(request: PlanRequest, out: Outcome) -> float | None:
@@ -260,7 +221,7 @@ def _search(
     # (one key tuple per group, no reference cycles: a collection would only scan the
     # search's objects again, and everything alive then stays out of later scans)
     with no_gc():
-        ordered = _sweep_order(request, src, out, groups)
+        ordered = sweep_order(request, src, out, groups)
     freeze_alive()
     # Work that no limit interrupts (a CP-SAT or LP model built, a group's floors) may run
     # past the moment it was begun in: new work stops tuning.reserve_share (at most
@@ -438,10 +399,10 @@ def _pending_floor(
     """The least floor of the unswept groups that may lower the bound (inf if none may);
     None when one has no floor yet (only without `sweep`).
 
-    A group's floor: its coarse floor (_coarse_floor), raised to its expert floor
-    (_expert_floor) where the coarse one does not reach the incumbent (one at or above it
+    A group's floor: its coarse floor (coarse_floor), raised to its expert floor
+    (expert_floor) where the coarse one does not reach the incumbent (one at or above it
     cannot lower the bound, and the group is left out), else with `sweep` its schedule-independent
-    work floor (_work_floor, computed once per group, kept in out.pending_floors) raised to
+    work floor (work_floor, computed once per group, kept in out.pending_floors) raised to
     the coarse floor. Without `sweep` (a progress report), or once the search's clock has
     passed search.time_limit_s plus tuning.finish_slack_s, only what is already known
     counts: the coarse floor, else with `sweep` the work kinds' floor where every kind is
@@ -475,17 +436,17 @@ def _pending_floor(
             if floor is not None:
                 least = min(least, floor)
             continue
-        coarse = out.shared_floors.get(_group_keys(out, members)[0])  # positive: both known
+        coarse = out.shared_floors.get(group_keys(out, members)[0])  # positive: both known
         if not coarse:
-            coarse = _coarse_floor(request, src, out, members, known=late)
+            coarse = coarse_floor(request, src, out, members, known=late)
             if coarse is None or coarse < enough:
-                expert = _expert_floor(request, src, out, members, known=late)
+                expert = expert_floor(request, src, out, members, known=late)
                 coarse = max(coarse or 0.0, expert) if expert is not None else coarse
         if coarse is not None and coarse >= enough:
             continue  # at or above the incumbent: it cannot lower the bound
         late = late or out.now() >= deadline
         if not late:
-            exact = _work_floor(request, src, out, members)
+            exact = work_floor(request, src, out, members)
             if exact is None and coarse is None:  # no costs for any member
                 out.pending_floors[key] = None
                 continue
@@ -496,167 +457,10 @@ def _pending_floor(
         elif not sweep:
             return None
         else:
-            floor = _work_floor(request, src, out, members, known=True) or 0.0
+            floor = work_floor(request, src, out, members, known=True) or 0.0
         least = min(least, floor)
     out.pending_scan = (stamp, least)
     return least
-
-
-def _coarse_floor(
-    request: PlanRequest,
-    src: CostSource,
-    out: Outcome,
-    members: list[Config],
-    *,
-    known: bool = False,
-) -> float | None:
-    """A time floor of every configuration of a group from its (tp, mbs, sp, cp) alone:
-    max(m W / pp, C) with W and C kinds.coarse_work's floors of every work kind under that
-    key (kept in `out.coarse_kinds`), so at most _work_floor's. One evaluation serves every
-    group of the key, whatever its pp, dp, ZeRO, ep, etp or cp_comm (the members of a group
-    share tp, mbs, sp, cp, m and pp). None if the key has no costs, or, with `known`, if
-    it was never evaluated."""
-    cfg = members[0]
-    key = coarse_key(cfg)
-    return _kept_floor(cfg, out.coarse_kinds, key, lambda: coarse_work(request, src, key), known)
-
-
-def _expert_floor(
-    request: PlanRequest,
-    src: CostSource,
-    out: Outcome,
-    members: list[Config],
-    *,
-    known: bool = False,
-) -> float | None:
-    """A time floor of every configuration of a group of ep > 1 from its (tp, mbs, sp, cp,
-    ep, etp): max(m W / pp, C) with W and C kinds.expert_work's floors (kept in
-    `out.expert_kinds`): the coarse floor's terms plus the expert all-to-alls, so between
-    _coarse_floor's and _work_floor's. None at ep = 1 (it adds nothing to the coarse floor
-    there), where the key has no costs, or, with `known`, where it was never evaluated."""
-    cfg = members[0]
-    if cfg.ep == 1:
-        return None
-    key = expert_key(cfg)
-    return _kept_floor(cfg, out.expert_kinds, key, lambda: expert_work(request, src, cfg), known)
-
-
-def _kept_floor(
-    cfg: Config,
-    kept: dict[Any, tuple[float, float] | None],
-    key: object,
-    work: Callable[[], tuple[float, float]],
-    known: bool,
-) -> float | None:
-    """max(m W / pp, C) of cfg's group from the (W, C) kept under `key` in `kept` (_kept);
-    None where there are none, or, with `known`, where `key` was never computed."""
-    wc = _kept(kept, key, work, known=known)
-    if wc is None:
-        return None
-    return max(cfg.num_microbatches * wc[0] / cfg.pp, wc[1])
-
-
-_T = TypeVar("_T")
-
-
-def _kept(
-    kept: dict[Any, _T | None], key: object, compute: Callable[[], _T], *, known: bool = False
-) -> _T | None:
-    """What `kept` holds under `key`, computed by `compute` on first use: one value per key
-    for the whole search (out.coarse_kinds, expert_kinds, memory_kinds, post_kinds), None
-    kept where the cost source has no costs there; with `known`, None where `key` was never
-    computed (nothing is computed)."""
-    if key not in kept:
-        if known:
-            return None
-        try:
-            kept[key] = compute()
-        except (SpecError, ValueError):
-            kept[key] = None
-    return kept[key]
-
-
-def _sweep_order(
-    request: PlanRequest, src: CostSource, out: Outcome, groups: list[list[Config]]
-) -> list[list[Config]]:
-    """The order the sweep visits groups in. It decides only what is seen first (how soon a
-    good incumbent prunes the rest), never what is pruned: that is the floors' work. Every
-    group's keys are kept in out.group_keys on the way (_group_keys).
-
-    Objective time: by an estimate of the step time, the group's coarse floor (_coarse_floor:
-    one cost evaluation per (tp, mbs, sp, cp), a few hundred at most, each needed by the
-    sweep's first check of its groups anyway) times 1 + the least bubble share of its
-    members' schedules (_bubble_share: 1F1B's (pp - 1) / m, Narayanan et al. 2021 §2.2.1,
-    less for the interleaved and zero-bubble schedules). The floor alone ranks by work and
-    ignores the bubble; the bubble share alone (the order below) ranks pp = 1 groups of any
-    work first; 1F1B's bubble for every group swept the groups whose best member is zbv
-    (310.1B's and 529.6B's winners) after many that cannot beat it. A group without costs
-    comes last. The estimate reads the group's floor_fields and schedules alone, so it is
-    computed once per such value (DeepSeek-V3 on 2,048 GPUs: 311,248 groups).
-
-    Objective bubble and the exhaustive mode: the 1F1B bubble share (pp - 1) / (m + pp - 1)
-    (no cost model; pp = 1 first, which _zero_bubble_to_prove relies on). Ties (and every
-    group under the bubble order) then by tensor-parallel width, ZeRO-1 before 0."""
-    by_time = request.objective == "time" and request.search.mode != "exhaustive"
-    # (estimate, plain share, whether a member puts the ends on one rank) per fields and
-    # members' schedules
-    known: dict[tuple[FloorFields, tuple[str, ...]], tuple[float, float, bool]] = {}
-    keys = out.group_keys
-    ranked = []
-    for i, ms in enumerate(groups):
-        c = ms[0]
-        fields = floor_fields(c)
-        names = tuple(map(_SCHEDULE, ms))
-        terms = known.get((fields, names))
-        if terms is None:
-            plain = (c.pp - 1) / (c.num_microbatches + c.pp - 1)
-            estimate = 0.0
-            if by_time:
-                floor = _coarse_floor(request, src, out, ms)
-                # the share depends on the schedule, pp and m alone: one member per schedule
-                per_schedule = dict(zip(names, ms, strict=True))
-                share = min(map(_bubble_share, per_schedule.values()))
-                estimate = math.inf if floor is None else floor * (1 + share)
-            shared = c.pp == 1 or "zbv" in names  # kinds.ends_share_rank
-            terms = known[(fields, names)] = (estimate, plain, shared)
-        keys[id(ms)] = (fields, memory_key(c, terms[2]))
-        ranked.append((terms[0], terms[1], c.tp, c.zero_stage != 1, i))
-    ranked.sort()  # the index last: ties keep the enumeration's order, as a stable sort
-    return [groups[r[-1]] for r in ranked]
-
-
-def _group_keys(out: Outcome, members: list[Config]) -> tuple[FloorFields, MemoryKey]:
-    """`members`' floor_fields and group_memory_key: kept for every enumerated group by
-    _sweep_order (the close's settlements and bound read them for every unswept group:
-    ~275,000 on DeepSeek-V3 on 2,048 GPUs, where building the keys again cost more than the
-    finish slack), computed for any other (the rest of a big group the sweep cut inside).
-    Kept by id: the enumerated groups stay alive for the whole search (the sweep's order
-    holds them), so no other list alive beside them has one of their ids. The keys hold
-    atoms only, which the garbage collector stops tracking."""
-    kept = out.group_keys.get(id(members))
-    if kept is not None:
-        return kept
-    return floor_fields(members[0]), group_memory_key(members)
-
-
-_SCHEDULE = operator.attrgetter("schedule")
-
-
-def _bubble_share(cfg: Config) -> float:
-    """An estimate of the bubble of `cfg`'s schedule over its m micro-batches' work with
-    uniform stages, for the sweep's order only: (pp - 1) / m for gpipe and 1F1B (Narayanan
-    et al. 2021 §2.2.1); half that for interleaved 1F1B and zbv (ibid. §2.2.2: (pp - 1) /
-    (v m) with v chunks per rank, taken at v = 2 whatever v is: more chunks add p2p and
-    per-stage overhead that the coarse floor leaves out, and ranking the groups with many
-    chunks by (pp - 1) / (v m) swept them before better ones); a third of it for zb-h1 (Qi
-    et al. 2023 §3.1: (p - 1)(T_F + T_B - T_W) against 1F1B's (p - 1)(T_F + T_B + T_W),
-    equal at T_F = T_B = T_W)."""
-    share = (cfg.pp - 1) / cfg.num_microbatches
-    if cfg.schedule in ("interleaved-1f1b", "zbv"):
-        return share / 2
-    if cfg.schedule == "zb-h1":
-        return share / 3
-    return share
 
 
 def _coarse_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
@@ -667,11 +471,11 @@ def _coarse_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit
         if coarse_key(members[0]) not in out.coarse_kinds:
             if out.now() >= limit:
                 return
-            _coarse_floor(request, src, out, members)
+            coarse_floor(request, src, out, members)
 
 
 def _edge_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
-    """Objective bubble: the edge floor (_group_edge_floor) of every unswept group, kept in
+    """Objective bubble: the edge floor (group_edge_floor) of every unswept group, kept in
     out.pending_bubble, while the search's clock is below `limit` (one PartitionInputs per
     kind and modes, the rest arithmetic), so that the final bound and _settle_pending_bubble
     need no cost model. Not while a plan of zero bubble is at hand (the sweep stops for its
@@ -685,30 +489,30 @@ def _edge_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: 
         if members[0].pp <= 1 or id(members) in out.pending_bubble:
             continue
         late = out.now() >= limit
-        edge = _group_edge_floor(request, src, out, members, known=late)
+        edge = group_edge_floor(request, src, out, members, known=late)
         if edge is not None:
             out.pending_bubble[id(members)] = edge
 
 
 def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit: float) -> None:
-    """The kind memory floor (_kind_memory_floor) of unswept groups while the search's clock
+    """The kind memory floor (kind_memory_floor) of unswept groups while the search's clock
     is below `limit` (arithmetic on the layer costs), so that the close
     (_settle_pending) finds them computed whenever it runs. Without an incumbent's
     time to beat (objective bubble), every group's in sweep order. With one, first what can
-    raise the bound of the unswept groups (_least_first), then the others below it by their
+    raise the bound of the unswept groups (least_first), then the others below it by their
     known floor in sweep order. The first within tuning.least_first_share of the time left
     (it stops early where it finds the group that holds the bound), the pass and the others
     together within tuning.cut_floors_share of it (those after the pass, if any time is
     left): a pass over every unswept group took the whole limit on DeepSeek-V3 on 2,048 GPUs
     (~300,000 groups at the first cut) and left its bound where it was."""
     if request.search.mode == "exhaustive" or out.now() >= limit:
-        return  # (the queue of _least_first alone is a pass over every unswept group)
+        return  # (the queue of least_first alone is a pass over every unswept group)
     bound = time_bound_s(request, out)
     enough = math.inf
     if bound is not None:
         now, tuning = out.now(), out.tuning
         enough = bound * (1 - REL_TOL)
-        _least_first(
+        least_first(
             request, src, out, min(limit, now + tuning.least_first_share * (limit - now)), enough
         )
         limit = min(limit, now + tuning.cut_floors_share * (limit - now))
@@ -717,171 +521,8 @@ def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit
     for members in out.pending:
         if out.now() >= limit:
             return
-        if bound is None or _known_time_floor(request, src, out, members) < enough:
-            _kind_memory_floor(request, src, out, members, known=False)
-
-
-def _least_first(
-    request: PlanRequest, src: CostSource, out: Outcome, limit: float, enough: float
-) -> None:
-    """Best first, the unswept groups below `enough` by their known time floor
-    (_known_time_floor): the least one gets, one per turn, its expert floor
-    (_expert_floor), its kind memory floor (over the cap: the close settles it), its work
-    floor (_work_floor) and its group time floor (_group_time_floor), the last two kept in
-    out.pending_floors as _pending_floor keeps a group's floor (its floor from then on), and
-    goes back in the queue at its floor after each. The first group that comes out of the
-    queue with all four known, none settling it, holds the bound of
-    the unswept groups (every other one's floor is at least its own), and the pass stops
-    there, or at `limit`.
-
-    The groups enter the queue by floor_fields, one entry per value shared by many groups
-    (DeepSeek-V3 on 2,048 GPUs: ~300,000 groups at the first cut), at their coarse floor
-    (the same for each): the entry's expert floor is computed once for all of them, and only
-    when it comes out are its groups queued one by one, each at its own known floor (at least
-    the shared one: a queue key is never above the floor it stands for, so the order and the
-    stop stay those of a queue of the groups themselves)."""
-    shared: dict[tuple[object, ...], list[int]] = {}
-    for i, members in enumerate(out.pending):
-        shared.setdefault(_group_keys(out, members)[0], []).append(i)
-    heap: list[tuple[float, int, int]] = []
-    for indices in shared.values():
-        first = out.pending[indices[0]]
-        if bubble_closed(request, out, first[0].pp):  # settled whatever its floors
-            continue
-        floor = _coarse_floor(request, src, out, first, known=True) or 0.0
-        if floor < enough:
-            heap.append((floor, indices[0], -1))
-    heapq.heapify(heap)
-    while heap and out.now() < limit:
-        floor, i, turn = heapq.heappop(heap)
-        members = out.pending[i]
-        if turn == -1:  # every group of members' floor_fields, at their expert floor
-            floor = max(floor, _expert_floor(request, src, out, members) or 0.0)
-            for j in shared[_group_keys(out, members)[0]]:
-                known = max(floor, out.pending_floors.get(id(out.pending[j])) or 0.0)
-                if known < enough:
-                    heapq.heappush(heap, (known, j, 1))
-            continue
-        if turn == 1:
-            memory = _kind_memory_floor(request, src, out, members, known=False)
-            if memory is not None and _over_cap(request, memory):
-                continue
-        elif turn in (2, 3):
-            # the kinds' work floor, then the group's own (its representatives' inputs)
-            own = (
-                _work_floor(request, src, out, members)
-                if turn == 2
-                else _group_time_floor(request, src, members, enough)
-            )
-            if own is not None:
-                floor = max(floor, own)
-                out.pending_floors[id(members)] = floor
-        else:
-            return
-        if floor < enough:
-            heapq.heappush(heap, (floor, i, turn + 1))
-
-
-def _group_time_floor(
-    request: PlanRequest, src: CostSource, members: list[Config], enough: float
-) -> float | None:
-    """The time part of _group_floors (valid for every member; one at or above `enough`
-    may stop short of its whole-layer floors)."""
-    floors = _group_floors(request, src, members, enough)
-    return floors[1] if floors is not None else None
-
-
-def _known_time_floor(
-    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
-) -> float:
-    """The best time floor of an unswept group among those already computed: its own work
-    floor (out.pending_floors), its coarse and expert floors; 0 if none is."""
-    own = out.pending_floors.get(id(members)) or 0.0
-    return max(own, _shared_floor(request, src, out, members))
-
-
-def _shared_floor(
-    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
-) -> float:
-    """The greater of the group's coarse and expert floors where known, 0 where neither is.
-    Once both are known (or the coarse one, at ep = 1), kept in out.shared_floors under the
-    group's floor_fields, which they read alone: the known-floor scans of the ~300,000
-    unswept groups of DeepSeek-V3 on 2,048 GPUs then cost a lookup each. Before, what is
-    known is kept in out.partial_floors with the number of coarse and expert floors kept
-    then, and read while that number is the same (those dicts only grow: no floor of the
-    group was computed since)."""
-    fields = _group_keys(out, members)[0]
-    kept = out.shared_floors.get(fields)
-    if kept is not None:
-        return kept
-    stamp = len(out.coarse_kinds) + len(out.expert_kinds)
-    partial = out.partial_floors.get(fields)
-    if partial is not None and partial[1] == stamp:
-        return partial[0]
-    coarse = _coarse_floor(request, src, out, members, known=True)
-    expert = _expert_floor(request, src, out, members, known=True)
-    floor = max(coarse or 0.0, expert or 0.0)
-    cfg = members[0]
-    if coarse_key(cfg) in out.coarse_kinds and (cfg.ep == 1 or expert_key(cfg) in out.expert_kinds):
-        out.shared_floors[fields] = floor
-    else:
-        out.partial_floors[fields] = (floor, stamp)
-    return floor
-
-
-def _fields_floor(out: Outcome, fields: FloorFields) -> float:
-    """_shared_floor of the groups of `fields` from the coarse and expert floors kept (none
-    computed): max(m W / pp, C) of each where known (_kept_floor), the greater; 0 if
-    neither is."""
-    m, pp = fields[6], fields[7]
-    floor = 0.0
-    for kept in (out.coarse_kinds.get(fields[:4]), out.expert_kinds.get(fields[:6])):
-        if kept is not None:  # (the expert floor is kept at ep > 1 only)
-            floor = max(floor, m * kept[0] / pp, kept[1])
-    return floor
-
-
-def _work_floor(
-    request: PlanRequest,
-    src: CostSource,
-    out: Outcome,
-    members: list[Config],
-    *,
-    known: bool = False,
-) -> float | None:
-    """A time floor of every configuration of an unswept group, cheap enough for thousands:
-    bounds.time_floor_s's first two terms, the average busy time m W / pp and micro-batch 0's
-    chain, without the post term. W and the chain depend on (tp, mbs, sp), the folded degrees
-    (cp, cp_comm, ep, etp) and on whether the schedule splits the backward
-    (LayerCost.split_costs), not on pp, dp or ZeRO, so one (W, C) per such kind serves every
-    group (kept in `out.work_kinds`), computed from the layer costs and links without building
-    the PartitionInputs (planner.search.kinds). The members of a group share m and pp, so
-    each of its (at most two) kinds is evaluated once. None if the cost source has costs for
-    no member, or, with `known`, if a member's kind was never computed (its floor is then
-    not known without calling the cost model)."""
-    floors = []
-    # the members share tp, mbs, sp and the folded degrees (the group's key): their kinds
-    # differ in the split backward alone, so there are at most two
-    seen: set[bool] = set()
-    for cfg in members:
-        if len(seen) == 2:
-            break
-        split = cfg.schedule in SPLIT_BACKWARD
-        if split in seen:
-            continue
-        seen.add(split)
-        folded = (cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
-        key = (cfg.tp, cfg.micro_batch_size, cfg.sequence_parallel, split, *folded)
-        if key not in out.work_kinds:
-            if known:
-                return None  # a floor of some members only is not a floor of the group
-            try:
-                out.work_kinds[key] = kind_work(request, src, cfg)  # no inputs built
-            except (SpecError, ValueError):
-                continue  # no costs at this point
-        work, chain = out.work_kinds[key]
-        floors.append(max(cfg.num_microbatches * work / cfg.pp, chain))
-    return min(floors) if floors else None
+        if bound is None or known_time_floor(request, src, out, members) < enough:
+            kind_memory_floor(request, src, out, members, known=False)
 
 
 def _bounds(
@@ -988,38 +629,6 @@ def _close(request: PlanRequest, out: Outcome) -> None:
     out.stopped_at_gap = out.stopped_at_gap and out.status == "FEASIBLE"
 
 
-def _kind_memory_floor(
-    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config], *, known: bool
-) -> float | None:
-    """kinds.kind_memory_floor_bytes of the group's memory_key, kept in out.memory_kinds (at
-    most group_memory_floor_bytes of every member); None where the cost source has no costs,
-    or, with `known`, where the key's floor was never computed."""
-    key = _group_keys(out, members)[1]
-    kept = out.memory_kinds
-    if key in kept:  # (a lookup for most calls: the close's for every unswept group)
-        return kept[key]
-    floor = partial(kind_memory_floor_bytes, request, src, members[0], shared=key[-1])
-    return _kept(kept, key, floor, known=known)
-
-
-def _post_floor(
-    request: PlanRequest, src: CostSource, out: Outcome, members: list[Config]
-) -> float | None:
-    """kinds.kind_post_floor_s of the group's post key, kept in out.post_kinds: at most
-    sum(post_s) of every member's PartitionInputs, so the group's time floor is at least
-    max(m W / pp, C) + this / pp (bounds.group_time_floor_s' first terms) without building
-    them; None where the cost source has no costs."""
-    key = group_post_key(members)
-    floor = partial(kind_post_floor_s, request, src, members[0], shared=key[-1])
-    return _kept(out.post_kinds, key, floor)
-
-
-def _over_cap(request: PlanRequest, floor: float) -> bool:
-    """A kind memory floor above the cap: its sums run in another order than the built
-    inputs', and a relative 1e-9 above the cap is far beyond their rounding."""
-    return floor > request.memory_cap_bytes * (1 + 1e-9)
-
-
 def _memory_pruned(out: Outcome, members: list[Config], floor: float, time_floor: float) -> None:
     """Settle a group by its kind memory floor (a cheap MemoryGroup: explain refines its
     time floor)."""
@@ -1030,7 +639,7 @@ def _memory_pruned(out: Outcome, members: list[Config], floor: float, time_floor
 
 def _settle_pending_bubble(request: PlanRequest, out: Outcome) -> None:
     """Objective bubble with a proven incumbent of positive bubble: unswept groups whose edge
-    floor (_group_edge_floor) is above its bubble are pruned (settled), as the sweep would
+    floor (group_edge_floor) is above its bubble are pruned (settled), as the sweep would
     prune them; the others keep their floor for the bubble bound (out.pending_bubble). The
     kinds' terms are computed while the clock is before search.time_limit_s plus
     tuning.finish_slack_s, as the bound's cost-model calls are; after it, only those known."""
@@ -1044,7 +653,7 @@ def _settle_pending_bubble(request: PlanRequest, out: Outcome) -> None:
         edge = out.pending_bubble.get(id(members))
         if edge is None and members[0].pp > 1:
             late = out.now() >= deadline
-            edge = _group_edge_floor(request, src, out, members, known=late)
+            edge = group_edge_floor(request, src, out, members, known=late)
         if edge is not None and edge > bubble:
             out.group_bubble_pruned += len(members)
             continue
@@ -1056,14 +665,14 @@ def _settle_pending_bubble(request: PlanRequest, out: Outcome) -> None:
 
 def _settle_pending(request: PlanRequest, out: Outcome, *, memory: bool) -> None:
     """Settle unswept groups as the sweep would prune them, in one pass: those whose known
-    time floor (_known_time_floor) reaches the incumbent (none can beat it, whatever its
-    memory), then with `memory` those whose kind memory floor (_kind_memory_floor) is over the
+    time floor (known_time_floor) reaches the incumbent (none can beat it, whatever its
+    memory), then with `memory` those whose kind memory floor (kind_memory_floor) is over the
     cap, kept as memory-pruned groups with their known time floor (cheap: group_time_floor
     refines it for explain).
 
     The memory floors are computed while the clock is before search.time_limit_s; after it,
     only those known count, and the pass costs lookups alone (each group's keys,
-    _group_keys, and its time floor once per floor_fields): tuning.finish_slack_s covers
+    group_keys, and its time floor once per floor_fields): tuning.finish_slack_s covers
     them (~300,000 unswept groups on DeepSeek-V3 on 2,048 GPUs). Past the limit plus that
     slack, the least known floor of the groups left (_pending_floor's, which would compute
     no floor then either) is kept as out.pending_scan, so that the final bound scans no
@@ -1075,15 +684,15 @@ def _settle_pending(request: PlanRequest, out: Outcome, *, memory: bool) -> None
     deadline = request.search.time_limit_s + out.tuning.finish_slack_s
     bound = time_bound_s(request, out)
     enough = bound * (1 - REL_TOL) if bound is not None else math.inf
-    shared: dict[FloorFields, float] = {}  # _shared_floor per fields, once per pass
+    shared: dict[FloorFields, float] = {}  # shared_floor per fields, once per pass
     own, keys, memory_kinds = out.pending_floors, out.group_keys, out.memory_kinds
     keep = []
     least = math.inf
     for members in out.pending:
-        fields, key = keys.get(id(members)) or _group_keys(out, members)
+        fields, key = keys.get(id(members)) or group_keys(out, members)
         time_floor = shared.get(fields)
         if time_floor is None:
-            time_floor = shared[fields] = _fields_floor(out, fields)
+            time_floor = shared[fields] = fields_floor(out, fields)
         kept = own.get(id(members), 0.0)  # None: no costs for any member (no plan either)
         if kept:
             time_floor = max(time_floor, kept)
@@ -1094,13 +703,13 @@ def _settle_pending(request: PlanRequest, out: Outcome, *, memory: bool) -> None
         cheap = memory_kinds.get(key, -1.0) if memory else None  # -1: not computed yet
         if cheap is not None and cheap < 0:
             late = late or out.now() >= request.search.time_limit_s
-            cheap = None if late else _kind_memory_floor(request, src, out, members, known=False)
-        if cheap is not None and _over_cap(request, cheap):
+            cheap = None if late else kind_memory_floor(request, src, out, members, known=False)
+        if cheap is not None and over_cap(request, cheap):
             _memory_pruned(out, members, cheap, time_floor)
             continue
         keep.append(members)
         if kept is not None:  # (as _pending_floor: 0 where nothing is known)
-            known = time_floor or _work_floor(request, src, out, members, known=True)
+            known = time_floor or work_floor(request, src, out, members, known=True)
             least = min(least, known or 0.0)
     out.pending = keep
     if out.now() >= deadline and request.objective == "time":
@@ -1190,18 +799,18 @@ def _sweep(
         enough = bound * (1 - REL_TOL) if bound is not None else None
         if prune and enough is not None:
             # The layers' work m W / pp = b W tp cp / (mbs N) is one number per work kind
-            # (_work_floor, cached): kinds that cannot beat the incumbent (large cp on short
+            # (work_floor, cached): kinds that cannot beat the incumbent (large cp on short
             # chunks, say) are settled before the group's PartitionInputs are built; first
             # by the coarse floor of its (tp, mbs, sp, cp), one evaluation for all its kinds.
-            work = _coarse_floor(request, src, out, members)
+            work = coarse_floor(request, src, out, members)
             if work is None or work < enough:
-                work = _expert_floor(request, src, out, members) or work
+                work = expert_floor(request, src, out, members) or work
             if work is None or work < enough:
-                work = _work_floor(request, src, out, members)
+                work = work_floor(request, src, out, members)
             if work is not None and work < enough:
-                # with the average post time (_post_floor): the first terms of the group's
+                # with the average post time (post_floor): the first terms of the group's
                 # time floor (group_time_floor_s), before its representatives are built
-                post = _post_floor(request, src, out, members)
+                post = post_floor(request, src, out, members)
                 work += post / members[0].pp if post is not None else 0.0
             if work is not None and work >= enough:
                 out.group_time_pruned += len(members)
@@ -1209,17 +818,17 @@ def _sweep(
                 continue
         bubble = _positive_bubble(request, out) if prune else None
         if bubble is not None and members[0].pp > 1:
-            edge = _group_edge_floor(request, src, out, members, known=False)
+            edge = group_edge_floor(request, src, out, members, known=False)
             if edge is not None and edge > bubble:
                 out.group_bubble_pruned += len(members)
                 continue
         if prune:  # over the cap by its kind's memory floor: no PartitionInputs built
-            cheap = _kind_memory_floor(request, src, out, members, known=False)
-            if cheap is not None and _over_cap(request, cheap):
-                work = _coarse_floor(request, src, out, members, known=True)
+            cheap = kind_memory_floor(request, src, out, members, known=False)
+            if cheap is not None and over_cap(request, cheap):
+                work = coarse_floor(request, src, out, members, known=True)
                 _memory_pruned(out, members, cheap, work or 0.0)
                 continue
-        floors = _group_floors(request, src, members, enough, memory_only=prune)
+        floors = group_floors(request, src, members, enough, memory_only=prune)
         if floors is not None and floors[0] > request.memory_cap_bytes and prune:
             out.group_pruned += len(members)
             out.group_memory_floor = min(out.group_memory_floor, floors[0])
@@ -1644,69 +1253,6 @@ def _cannot_win(request: PlanRequest, out: Outcome, entry: Entry) -> bool:
         return True
     bound = time_bound_s(request, out)
     return bound is not None and entry.floor_s >= bound * (1 - REL_TOL)
-
-
-def _group_floors(
-    request: PlanRequest,
-    src: CostSource,
-    members: list[Config],
-    enough_s: float | None = None,
-    *,
-    memory_only: bool = False,
-) -> tuple[float, float] | None:
-    """Schedule-independent (memory, time) floors of configurations sharing (tp, pp, dp, mbs,
-    ZeRO, cp, cp_comm, ep, etp, sp, modes), from one or two representatives (zbv puts the
-    first and last stage on one rank, which changes a tied head's bytes, so it gets its own).
-    A time floor at or above `enough_s` may be returned before its costliest part
-    (group_time_floor_s); with `memory_only`, a group over the cap gets only the cheap part
-    (group_time_floor computes the rest if explain asks)."""
-    # Either floor is the same for every member of its kind (tests/planner/search/
-    # test_group_floor.py), so the smallest vpp represents the non-split-backward ones.
-    # A measured profile may give split-backward schedules (zb-h1, zbv) their own I and W
-    # times (LayerCost.split_costs), so zb-h1 is its own kind too: the group's floor is the
-    # least over the kinds present.
-    # Without split costs zb-h1's PartitionInputs equal 1f1b's (same ranks, times and bytes),
-    # so the plain representative stands for it.
-    plain = [c for c in members if c.schedule not in SPLIT_BACKWARD]
-    first = members[0]
-    split = src.split_backward_differs(
-        micro_batch_size=first.micro_batch_size,
-        tp=first.tp,
-        sequence_parallel=first.sequence_parallel,
-    )
-    reps = [
-        min(plain, key=lambda c: c.vpp) if plain else None,
-        next((c for c in members if c.schedule == "zb-h1"), None) if split or not plain else None,
-        next((c for c in members if c.schedule == "zbv"), None),
-    ]
-    built = []
-    for rep in reps:
-        if rep is None:
-            continue
-        # The group floors use only closed-form in-flight counts (bounds.group_inflight), so
-        # the representative's schedule is never generated.
-        least = least_inflight(rep.schedule, rep.pp, rep.num_microbatches)
-        try:
-            rin = partition_inputs(request, rep.candidate(), source=src, given_inflight=least)
-        except SpecError:
-            continue
-        rin = restricted(rin, rep.modes)
-        built.append((group_memory_floor_bytes(rin), rin))
-    if not built:
-        return None
-    memory = min(mem for mem, _ in built)
-    if memory_only and memory > request.memory_cap_bytes:
-        return memory, min(group_time_floor_s(rin, 0.0) for _, rin in built)
-    # each rank's drain (bounds.rank_edges) only where no member splits its backward: the plain
-    # representative also stands for zb-h1 without split costs
-    drain = len(plain) == len(members)
-    times = []
-    for _, rin in built:
-        times.append(group_time_floor_s(rin, enough_s, drain=drain))
-        if memory <= request.memory_cap_bytes and enough_s is not None and times[-1] < enough_s:
-            break  # the group is neither memory- nor time-pruned: the other floors do not matter
-    # (a memory-pruned group's time floor explains what memory cost: planner.search.explain)
-    return memory, min(times)
 
 
 def memory_rep(request: PlanRequest, out: Outcome, group: MemoryGroup) -> Entry | None:

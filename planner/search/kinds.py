@@ -1,6 +1,6 @@
 """One micro-batch's work of a configuration kind, from its layer costs and links alone.
 
-The driver's cheapest floor of a whole group (planner.search.driver._work_floor; docs/search.md,
+The sweep's cheapest floor of a whole group (sweep_floors.work_floor; docs/search.md,
 "Groups") is max(m W / pp, C): W one micro-batch's forward and backward through every layer at
 the cheapest recompute (bounds.work_s), C micro-batch 0's forward and input-gradient chain
 (bounds.chain_s). Both depend on the kind (tp, mbs, sp, whether the schedule splits the

@@ -1,10 +1,11 @@
 """The state of a search (planner.search.driver.run_search) and what its incumbent settles.
 
 `Entry` is one configuration the sweep built inputs for, `MemoryGroup` a group settled by a
-floor, `Outcome` the whole search's state and result (the floors kept per kind included:
-planner.search.sweep_floors reads and fills them). `time_bound_s` and `bubble_closed` say what
-the incumbent settles: the step time a configuration must beat, and under objective bubble
-every pp > 1 configuration once the incumbent has zero bubble.
+floor, `Outcome` the whole search's state and result (the floors kept per kind included: the
+functions its comments name are planner.search.sweep_floors', which reads and fills them).
+`time_bound_s` and `bubble_closed` say what the incumbent settles: the step time a
+configuration must beat, and under objective bubble every pp > 1 configuration once the
+incumbent has zero bubble.
 """
 
 from __future__ import annotations
@@ -100,30 +101,30 @@ class Outcome:
     pending_floors: dict[int, float | None] = field(default_factory=dict)  # id(group) -> floor
     work_kinds: dict[tuple[object, ...], tuple[float, float]] = field(
         default_factory=dict
-    )  # (tp, mbs, sp, split backward, cp, cp_comm, ep, etp) -> (work_s, chain_s): _work_floor
+    )  # (tp, mbs, sp, split backward, cp, cp_comm, ep, etp) -> (work_s, chain_s): work_floor
     coarse_kinds: dict[CoarseKey, tuple[float, float] | None] = field(
         default_factory=dict
-    )  # (tp, mbs, sp, cp) -> floors of its kinds' (work_s, chain_s): _coarse_floor
+    )  # (tp, mbs, sp, cp) -> floors of its kinds' (work_s, chain_s): coarse_floor
     expert_kinds: dict[ExpertKey, tuple[float, float] | None] = field(
         default_factory=dict
-    )  # (tp, mbs, sp, cp, ep, etp) -> floors of its kinds' (work_s, chain_s): _expert_floor
+    )  # (tp, mbs, sp, cp, ep, etp) -> floors of its kinds' (work_s, chain_s): expert_floor
     provisional: tuple[Entry, Scored] | None = None  # bubble: best of the unproven partitions
     edge_kinds: dict[tuple[object, ...], EdgeTerms | None] = field(
         default_factory=dict
-    )  # (kind_key, modes) -> its EdgeTerms without p2p: _group_edge_floor
+    )  # (kind_key, modes) -> its EdgeTerms without p2p: group_edge_floor
     pending_bubble: dict[int, float] = field(default_factory=dict)  # id(group) -> edge floor
     memory_kinds: dict[MemoryKey, float | None] = field(
         default_factory=dict
     )  # memory_key -> kind_memory_floor_bytes (None: no costs): _settle_pending
     post_kinds: dict[PostKey, float | None] = field(
         default_factory=dict
-    )  # post_key -> kind_post_floor_s (None: no costs): _post_floor
+    )  # post_key -> kind_post_floor_s (None: no costs): post_floor
     shared_floors: dict[tuple[object, ...], float] = field(
         default_factory=dict
-    )  # floor_fields of a group -> its coarse and expert floors, once both known: _shared_floor
+    )  # floor_fields of a group -> its coarse and expert floors, once both known: shared_floor
     partial_floors: dict[tuple[object, ...], tuple[float, int]] = field(
         default_factory=dict
-    )  # ... -> what is known of them, and the floors kept when it was: _shared_floor
+    )  # ... -> what is known of them, and the floors kept when it was: shared_floor
     lower_bound_s: float | None = None
     gap: float | None = None
     bubble_bound: float | None = None  # objective bubble: no plan has a smaller bubble
@@ -137,7 +138,7 @@ class Outcome:
     # bound), their least floor): _pending_floor
     pending_scan: tuple[tuple[int, int, float | None], float] | None = None
     # id(group) -> (its floor_fields, its group_memory_key), for every enumerated group
-    # (_sweep_order): _group_keys
+    # (sweep_floors.sweep_order): group_keys
     group_keys: dict[int, tuple[FloorFields, MemoryKey]] = field(default_factory=dict)
 
 

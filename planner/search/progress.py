@@ -14,7 +14,7 @@ class SearchProgress:
     report). `incumbent_s`: the step time of the best plan so far (None before the first);
     `lower_bound_s` and `gap` as in the result's SearchStats (docs/search.md, Gap and status),
     None while an unswept group has no floor yet (its own or its coarse floor,
-    driver._coarse_floor) or no incumbent exists. `elapsed_s`: the search's own clock (the
+    sweep_floors.coarse_floor) or no incumbent exists. `elapsed_s`: the search's own clock (the
     caller's clock, or CP-SAT's solve time without one).
     """
 

@@ -214,7 +214,7 @@ def enumerate_groups(request: PlanRequest, *, num_layers: int) -> list[list[Conf
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:
     """The cyclic garbage collector off while configurations (or a key per sweep group:
-    driver._sweep_order) are built: they make no reference cycles, and each collection would
+    sweep_floors.sweep_order) are built: they make no reference cycles, and each collection would
     scan every object built so far, which on a large MoE request (millions of
     configurations) costs more than building them. Cycles made meanwhile are collected
     after."""

@@ -47,7 +47,7 @@ class SearchTuning:
     - `cut_floors_share`: of the time left when the sweep is cut short with an incumbent,
       what the unswept groups' floors may use, the best-first pass included
       (driver._memory_floors_of); `least_first_share`: what the best-first pass
-      (driver._least_first) may use, alone (it stops where it finds the group that holds the
+      (sweep_floors.least_first) may use, alone (it stops where it finds the group that holds the
       bound of the unswept groups).
     - `finish_slack_s`: seconds past search.time_limit_s in which the final bound may still
       compute the work floors of groups never swept (one cost-model call per work kind not

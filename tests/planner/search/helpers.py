@@ -99,7 +99,7 @@ def sampled_groups(
 ) -> Iterator[tuple[CostSource, list[Config], list[Config]]]:
     """Up to `limit` sweep groups of `request` drawn at random (seeded), each with up to
     `members_each` of its members drawn and every zbv one (its own representative in
-    driver._group_floors): (cost source, group, members picked) — the sample the kind-floor
+    sweep_floors.group_floors): (cost source, group, members picked) — the sample the kind-floor
     tests compare a group's floor against its members' own PartitionInputs on."""
     src = resolve_costs(request)
     groups = enumerate_groups(request, num_layers=len(src.layers))

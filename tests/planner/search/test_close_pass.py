@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from planner.search import driver
-from planner.search.driver import _kind_memory_floor, _known_time_floor, _over_cap, run_search
+from planner.search import driver, sweep_floors
+from planner.search.driver import run_search
 from planner.search.exact import REL_TOL
 from planner.search.outcome import Outcome
 from planner.search.space import Config
+from planner.search.sweep_floors import kind_memory_floor, known_time_floor, over_cap
 from planner.specs import PlanRequest
 
 from .helpers import JumpClock, deep_request
@@ -24,7 +25,7 @@ def test_the_close_past_the_limit_settles_by_known_floors_alone(
 ) -> None:
     closing: list[list[list[Config]]] = []
     computed: list[object] = []
-    real_close, real_memory = driver._close, driver.kind_memory_floor_bytes
+    real_close, real_memory = driver._close, sweep_floors.kind_memory_floor_bytes
 
     def memory(*args: Any, **kwargs: Any) -> float:
         if closing:
@@ -35,7 +36,7 @@ def test_the_close_past_the_limit_settles_by_known_floors_alone(
         closing.append(list(out.pending))
         real_close(request, out)
 
-    monkeypatch.setattr(driver, "kind_memory_floor_bytes", memory)
+    monkeypatch.setattr(sweep_floors, "kind_memory_floor_bytes", memory)
     monkeypatch.setattr(driver, "_close", close)
     request = deep_request(5.0)
     out = run_search(request, clock=JumpClock(3))
@@ -47,9 +48,9 @@ def test_the_close_past_the_limit_settles_by_known_floors_alone(
     left = {id(g) for g in out.pending}
     least = float("inf")
     for group in before:
-        floor = _known_time_floor(request, out.source, out, group)
-        kept = _kind_memory_floor(request, out.source, out, group, known=True)
-        over = kept is not None and _over_cap(request, kept)
+        floor = known_time_floor(request, out.source, out, group)
+        kept = kind_memory_floor(request, out.source, out, group, known=True)
+        over = kept is not None and over_cap(request, kept)
         assert (id(group) in left) == (floor < enough and not over), group[0]
         if id(group) in left:
             least = min(least, floor)

@@ -1,4 +1,4 @@
-"""The coarse floors (kinds.coarse_work per (tp, mbs, sp, cp), driver._coarse_floor per group)
+"""The coarse floors (kinds.coarse_work per (tp, mbs, sp, cp), sweep_floors.coarse_floor per group)
 are never above what they stand for: every work kind under the key (brute force over small
 MoE and cp requests, and a sample of the bench's MoE requests), every member's own time
 floor from its PartitionInputs, and, in a search cut short, the bound it states is at most
@@ -25,7 +25,7 @@ from planner.cost import partition_inputs, resolve_costs
 from planner.cost.folded import cp_times
 from planner.errors import SpecError
 from planner.search.bounds import restricted, time_floor_s
-from planner.search.driver import _coarse_floor, run_search
+from planner.search.driver import run_search
 from planner.search.exact import REL_TOL
 from planner.search.kinds import (
     _layer_costs,
@@ -38,6 +38,7 @@ from planner.search.kinds import (
 from planner.search.outcome import Outcome
 from planner.search.progress import SearchProgress
 from planner.search.space import Config, enumerate_configs
+from planner.search.sweep_floors import coarse_floor
 from planner.specs import PlanRequest
 
 from .random_folded import random_folded_request
@@ -203,7 +204,7 @@ def test_the_group_floor_is_at_most_every_member_floor() -> None:
                 inputs = partition_inputs(request, cfg.candidate(), source=src)
             except SpecError:
                 continue
-            floor = _coarse_floor(request, src, out, [cfg])
+            floor = coarse_floor(request, src, out, [cfg])
             assert floor is not None
             exact = time_floor_s(restricted(inputs, cfg.modes))
             assert floor <= exact, (cfg.describe(), floor, exact)
@@ -248,7 +249,7 @@ def test_a_search_cut_short_states_a_bound_at_most_the_optimum() -> None:
         src = out.source
         assert src is not None
         for members in out.pending:  # what reaches the incumbent is pruned, not left open
-            floor = _coarse_floor(short, src, out, members, known=True)
+            floor = coarse_floor(short, src, out, members, known=True)
             assert floor is None or floor < incumbent * (1 - REL_TOL)
         if out.pending:
             cut += 1

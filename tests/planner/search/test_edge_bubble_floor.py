@@ -2,7 +2,7 @@
 E / (W_max + E) from each rank's fill and drain chains) is never above the least simulated
 bubble of any partition of any member (brute force, the cap lifted), on pipelines near one
 layer per stage, where the fill and drain chains are tight, and on every group of random
-requests through the driver's per-kind terms (driver._group_edge_floor)."""
+requests through the driver's per-kind terms (sweep_floors.group_edge_floor)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from planner.cost import PartitionInputs, partition_inputs, resolve_costs
 from planner.errors import SpecError
-from planner.search import driver
+from planner.search import sweep_floors
 from planner.search.bounds import rank_edges, restricted
 from planner.search.bubble_floor import edge_terms, group_bubble_floor
 from planner.search.exhaustive import scored_partitions
@@ -128,7 +128,7 @@ def test_group_floor_on_every_group_of_random_requests() -> None:
         out = Outcome(entries=[], best=None, status="OPTIMAL")
         terms: dict[tuple[object, ...], object] = {}
         for members in sweep_grouped(configs):
-            floor = driver._group_edge_floor(request, src, out, members, known=False)
+            floor = sweep_floors.group_edge_floor(request, src, out, members, known=False)
             if floor is None:
                 continue
             for cfg in members:

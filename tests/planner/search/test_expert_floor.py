@@ -1,4 +1,4 @@
-"""The expert floor (kinds.expert_work per (tp, mbs, sp, cp, ep, etp), driver._expert_floor per
+"""The expert floor (kinds.expert_work per (tp, mbs, sp, cp, ep, etp), sweep_floors.expert_floor per
 group) is never above what it stands for: kind_work of every kind under its key (random tiny
 MoE requests over 2-8 GPUs, a sample of the bench's MoE requests, whose ep groups cross
 nodes), its expert all-to-all term equals the kinds' own at etp = 1 (so a floor raised by any

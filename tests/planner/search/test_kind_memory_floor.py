@@ -43,7 +43,7 @@ def _check(request: PlanRequest, limit: int, members_each: int = 6) -> int:
         except (SpecError, ValueError):
             continue
         # the least member's group floor: every zbv member and the least-vpp plain one
-        # (the representatives of driver._group_floors) are always among those compared
+        # (the representatives of sweep_floors.group_floors) are always among those compared
         plain = [c for c in members if c.schedule != "zbv"]
         if plain:
             picked.append(min(plain, key=lambda c: c.vpp))

@@ -1,4 +1,4 @@
-"""driver._least_first, the best-first pass over the unswept groups at a cut of the sweep:
+"""sweep_floors.least_first, the best-first pass over the unswept groups at a cut of the sweep:
 where it stops (the first group out of its queue with every floor known, none settling it),
 the least known floor of the groups not settled by memory is the least that evaluating every
 floor of every group would give. So stopping there loses nothing of the bound; the floors
@@ -12,20 +12,20 @@ import random
 from types import SimpleNamespace
 
 from planner.cost import resolve_costs
-from planner.search.driver import (
-    _coarse_floor,
-    _expert_floor,
-    _group_time_floor,
-    _kind_memory_floor,
-    _known_time_floor,
-    _least_first,
-    _over_cap,
-    _work_floor,
-    run_search,
-)
+from planner.search.driver import run_search
 from planner.search.exact import REL_TOL
 from planner.search.outcome import Outcome
 from planner.search.space import Config, enumerate_groups
+from planner.search.sweep_floors import (
+    coarse_floor,
+    expert_floor,
+    group_floors_time,
+    kind_memory_floor,
+    known_time_floor,
+    least_first,
+    over_cap,
+    work_floor,
+)
 from planner.specs import PlanRequest
 
 from .random_folded import random_folded_request
@@ -38,14 +38,14 @@ def _full_floor(
     the cap."""
     src = out.source
     assert src is not None
-    memory = _kind_memory_floor(request, src, out, members, known=False)
-    if memory is not None and _over_cap(request, memory):
+    memory = kind_memory_floor(request, src, out, members, known=False)
+    if memory is not None and over_cap(request, memory):
         return None
     floors = (
-        _coarse_floor(request, src, out, members),
-        _expert_floor(request, src, out, members),
-        _work_floor(request, src, out, members),
-        _group_time_floor(request, src, members, enough),
+        coarse_floor(request, src, out, members),
+        expert_floor(request, src, out, members),
+        work_floor(request, src, out, members),
+        group_floors_time(request, src, members, enough),
     )
     return max(f or 0.0 for f in floors)
 
@@ -73,13 +73,13 @@ def test_the_pass_stops_at_the_least_floor_of_a_full_evaluation() -> None:
         out, groups = _cut(request, incumbent)
         src = out.source
         assert src is not None
-        before = min((_known_time_floor(request, src, out, g) for g in groups), default=math.inf)
-        _least_first(request, src, out, math.inf, enough)
+        before = min((known_time_floor(request, src, out, g) for g in groups), default=math.inf)
+        least_first(request, src, out, math.inf, enough)
         known = []
         for g in groups:
-            memory = _kind_memory_floor(request, src, out, g, known=True)
-            if memory is None or not _over_cap(request, memory):
-                known.append(_known_time_floor(request, src, out, g))
+            memory = kind_memory_floor(request, src, out, g, known=True)
+            if memory is None or not over_cap(request, memory):
+                known.append(known_time_floor(request, src, out, g))
         stated = min(known, default=math.inf)
         check, _ = _cut(request, incumbent)
         full = [_full_floor(request, check, g, enough) for g in groups]
@@ -94,7 +94,7 @@ def test_the_pass_stops_at_the_least_floor_of_a_full_evaluation() -> None:
 
 
 def test_the_known_floor_follows_the_floors_computed_since() -> None:
-    """_known_time_floor keeps a group's coarse and expert floors per value of the fields
+    """known_time_floor keeps a group's coarse and expert floors per value of the fields
     they read once both are known: before that it must not keep what it found (a floor
     computed later would be missed), and what it keeps is what each group's own floors
     give."""
@@ -105,11 +105,11 @@ def test_the_known_floor_follows_the_floors_computed_since() -> None:
         src = out.source
         assert src is not None
         for g in groups:
-            coarse = _coarse_floor(request, src, out, g) or 0.0
-            assert _known_time_floor(request, src, out, g) == coarse
+            coarse = coarse_floor(request, src, out, g) or 0.0
+            assert known_time_floor(request, src, out, g) == coarse
         for g in groups:
-            expert = _expert_floor(request, src, out, g) or 0.0
-            coarse = _coarse_floor(request, src, out, g) or 0.0
-            assert _known_time_floor(request, src, out, g) == max(coarse, expert)
+            expert = expert_floor(request, src, out, g) or 0.0
+            coarse = coarse_floor(request, src, out, g) or 0.0
+            assert known_time_floor(request, src, out, g) == max(coarse, expert)
             checked += expert > coarse
     assert checked >= 1

@@ -1,4 +1,4 @@
-"""The sweep's group order (driver._sweep_order): objective time by the estimate coarse floor
+"""The sweep's group order (sweep_floors.sweep_order): objective time by the estimate coarse floor
 x (1 + the least bubble share of the group's schedules: (pp - 1) / m for gpipe and 1F1B, half
 that for interleaved and zbv, a third for zb-h1), groups without costs last; objective bubble
 by the 1F1B bubble share, pp = 1 first (what _zero_bubble_to_prove relies on). The order
@@ -15,9 +15,9 @@ import pytest
 from bench.megatron_table1 import DEFAULT_CASES, load_cases
 from bench.search_speed import request_for
 from planner.cost import resolve_costs
-from planner.search.driver import _coarse_floor, _sweep_order
 from planner.search.outcome import Outcome
 from planner.search.space import Config, enumerate_groups
+from planner.search.sweep_floors import coarse_floor, sweep_order
 from planner.specs import PlanRequest
 
 CASES = Path(__file__).resolve().parents[3] / "bench" / "cases"
@@ -47,11 +47,11 @@ def test_time_order_is_by_estimated_step_time() -> None:
     src = resolve_costs(request)
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src)
     groups = _groups(request)
-    ordered = _sweep_order(request, src, out, groups)
+    ordered = sweep_order(request, src, out, groups)
     assert sorted(map(id, ordered)) == sorted(map(id, groups))  # a permutation
     estimates = []
     for ms in ordered:
-        floor = _coarse_floor(request, src, out, ms, known=True)
+        floor = coarse_floor(request, src, out, ms, known=True)
         bubble = min(_documented_share(c) for c in ms)
         estimates.append(math.inf if floor is None else floor * (1 + bubble))
     assert estimates == sorted(estimates)
@@ -70,7 +70,7 @@ def test_time_order_ranks_a_zbv_group_by_its_smaller_bubble() -> None:
     request = request_for(case, 30)
     src = resolve_costs(request)
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src)
-    ordered = _sweep_order(request, src, out, _groups(request))
+    ordered = sweep_order(request, src, out, _groups(request))
 
     def at(tp: int, pp: int) -> int:
         return next(
@@ -87,7 +87,7 @@ def test_bubble_order_puts_pp_1_first() -> None:
     assert request.objective == "bubble"
     src = resolve_costs(request)
     out = Outcome(entries=[], best=None, status="OPTIMAL", source=src)
-    ordered = _sweep_order(request, src, out, _groups(request))
+    ordered = sweep_order(request, src, out, _groups(request))
     shares = [(ms[0].pp - 1) / (ms[0].num_microbatches + ms[0].pp - 1) for ms in ordered]
     assert shares == sorted(shares)
     pps = [ms[0].pp for ms in ordered]

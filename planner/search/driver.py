@@ -31,12 +31,10 @@ best plan so far marked FEASIBLE; if it has none yet, it keeps scoring heuristic
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 
 from planner.cost import (
-    MODE_INDEX,
     PartitionInputs,
     balanced_bounds,
     partition_inputs,
@@ -53,6 +51,7 @@ from planner.search.bounds import (
 )
 from planner.search.bubble_floor import bubble_floor, edge_terms, group_bubble_floor
 from planner.search.domains import Domains, intersect
+from planner.search.dominance import mark_dominated, mark_same_costs
 from planner.search.exact import (
     REL_TOL,
     Known,
@@ -246,7 +245,7 @@ def _search(
             _memory_floors_of(request, src, out, limit)
             _pending_floor(request, out, sweep=False, fresh=True)  # for progress reports
         if prune:
-            (_mark_dominated if request.objective == "time" else _mark_same_costs)(out.entries)
+            (mark_dominated if request.objective == "time" else mark_same_costs)(out.entries)
         # Exact phase: the most promising configurations first (by their heuristic step time);
         # the floors still decide what is pruned, so the order only affects speed.
         fresh = out.entries[first_new:]
@@ -1268,111 +1267,6 @@ def memory_rep(request: PlanRequest, out: Outcome, group: MemoryGroup) -> Entry 
         entry.verdict = "memory"
         return entry
     return None
-
-
-def _dominates(a: PartitionInputs, b: PartitionInputs) -> bool:
-    """Every partition is at least as fast and as small under `a` as under `b`: same schedule
-    and layers, every per-layer time and byte count <= (the simulated makespan is a longest
-    path, so it never decreases when a duration grows)."""
-    if (a.schedule, a.pp, a.vpp, a.num_microbatches, a.inflight, a.stage_rank) != (
-        b.schedule,
-        b.pp,
-        b.vpp,
-        b.num_microbatches,
-        b.inflight,
-        b.stage_rank,
-    ) or (a.cap_bytes, a.held_points, a.recompute_transient, a.fragmentation_fraction) != (
-        b.cap_bytes,
-        b.held_points,
-        b.recompute_transient,
-        b.fragmentation_fraction,
-    ):
-        return False
-    if a.loss_bytes > b.loss_bytes:
-        return False
-    if a.fixed_bytes > b.fixed_bytes:
-        return False
-    flat = (
-        (a.fw_s, b.fw_s),
-        (a.bw_weight_s, b.bw_weight_s),
-        (a.p2p_s, b.p2p_s),
-        (a.static_bytes, b.static_bytes),
-        (a.post_s, b.post_s),
-    )
-    if any(x > y for xs, ys in flat for x, y in zip(xs, ys, strict=True)):
-        return False
-    triples = ((a.bw_input_s, b.bw_input_s), (a.activation_bytes, b.activation_bytes))
-    return all(
-        x <= y
-        for xs, ys in triples
-        for tx, ty in zip(xs, ys, strict=True)
-        for x, y in zip(tx, ty, strict=True)
-    )
-
-
-def _mark_dominated(entries: list[Entry]) -> None:
-    """Configurations with the same tp, pp, schedule and micro-batch count that differ in the
-    ZeRO stage, cp's K/V exchange, the expert degrees (ep, etp), in (cp, dp, mbs) or in their
-    recompute modes: drop those another one dominates (typically ZeRO-0 against ZeRO-1: same
-    times or slower, more bytes; the costlier K/V exchange; cp = c at mbs b against cp = c / g,
-    dp g at b / g, the same tokens per GPU and micro-batch without the K/V exchange's cost;
-    under a framework that cannot mix modes, selective recompute against none where it saves
-    no bytes: _modes_no_worse)."""
-    buckets: dict[tuple[object, ...], list[Entry]] = {}
-    for e in entries:
-        c = e.config
-        key = (c.tp, c.pp, c.vpp, c.schedule, c.num_microbatches, c.sequence_parallel)
-        buckets.setdefault(key, []).append(e)
-    for group in buckets.values():
-        for i, e in enumerate(group):
-            for j, other in enumerate(group):
-                if i == j or other.verdict == "dominated" or e.verdict != "pending":
-                    continue
-                if _modes_no_worse(other, e) and _dominates(other.inputs, e.inputs):
-                    e.verdict = "dominated"
-
-
-def _mark_same_costs(entries: list[Entry]) -> None:
-    """Objective bubble's dominance: it ranks a configuration by the bubble of its
-    time-optimal partition, so a faster configuration may have the larger bubble and
-    _mark_dominated does not hold; but configurations whose inputs as their modes see them
-    (bounds.restricted) are equal but for the modes' names have the same partitions, times
-    and bytes, and the same best. Of each such class the last one is kept."""
-    last: dict[PartitionInputs, Entry] = {}
-    for e in entries:
-        if e.verdict == "dominated":
-            continue
-        seen = dataclasses.replace(restricted(e.inputs, e.config.modes), allowed_modes=())
-        twin = last.get(seen)
-        if twin is not None and twin.verdict == "pending":
-            twin.verdict = "dominated"
-        last[seen] = e
-
-
-def _modes_no_worse(a: Entry, b: Entry) -> bool:
-    """Every partition of b has one of a, with the same split, no slower and no larger in any
-    layer (with _dominates on the rest, a's best is at least as good as b's): b's modes are
-    among a's, or both use one mode each and a's is, in every layer, no slower in backward, no
-    larger in activation bytes, and holds no larger recompute transient (act(none) - act(mode),
-    0 without recompute). The makespan is a longest path, nondecreasing in the
-    durations, and each rank's peak is nondecreasing in the bytes."""
-    ma, mb = a.config.modes, b.config.modes
-    if set(mb) <= set(ma):
-        return True
-    if len(ma) != 1 or len(mb) != 1:
-        return False
-    ka, kb = MODE_INDEX[ma[0]], MODE_INDEX[mb[0]]
-    none = MODE_INDEX["none"]
-    x, y = a.inputs, b.inputs
-    layers = zip(x.bw_input_s, x.activation_bytes, y.bw_input_s, y.activation_bytes, strict=True)
-    for bw_a, act_a, bw_b, act_b in layers:
-        if bw_a[ka] > bw_b[kb] or act_a[ka] > act_b[kb]:
-            return False
-        transient_a = act_a[none] - act_a[ka] if x.recompute_transient and ka != none else 0.0
-        transient_b = act_b[none] - act_b[kb] if y.recompute_transient and kb != none else 0.0
-        if transient_a > transient_b:
-            return False
-    return True
 
 
 def _offer(

@@ -30,7 +30,7 @@ cp, ep and etp):
 Configurations that another one dominates (every per-layer time and byte count at most its
 own: e.g. cp = c at micro-batch b against cp = c / g, dp g at b / g, which hold the same
 tokens per GPU and micro-batch and the same m) are not dropped here: the cost model decides
-whether they are (planner.search.driver._mark_dominated compares their PartitionInputs).
+whether they are (planner.search.dominance.mark_dominated compares their PartitionInputs).
 """
 
 from __future__ import annotations

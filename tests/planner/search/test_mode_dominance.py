@@ -1,5 +1,5 @@
 """Dominance between configurations that differ only in their one recompute mode (a framework
-that cannot mix modes gets one configuration per mode): driver._mark_dominated may drop one
+that cannot mix modes gets one configuration per mode): dominance.mark_dominated may drop one
 only when another has, for every split, a partition at least as fast that fits wherever it
 fits — checked here against the exhaustive optimum of both."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from planner.cost import PartitionInputs
-from planner.search.driver import _mark_dominated
+from planner.search.dominance import mark_dominated
 from planner.search.exhaustive import exhaustive_config
 from planner.search.outcome import Entry
 from planner.search.space import Config
@@ -52,7 +52,7 @@ def test_a_dropped_mode_is_never_better_than_every_kept_one(seed: int) -> None:
     bw = tuple((b[0], b[0] * 1.1, b[2]) for b in base.bw_input_s)
     inputs = PartitionInputs(**{**base.__dict__, "activation_bytes": act, "bw_input_s": bw})
     entries = _entries(inputs)
-    _mark_dominated(entries)
+    mark_dominated(entries)
     kept = [e for e in entries if e.verdict == "pending"]
     assert kept
     best_kept = min(_optimum(inputs, e.config.modes[0]) for e in kept)

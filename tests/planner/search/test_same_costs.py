@@ -5,7 +5,7 @@ framework that cannot mix recompute modes, selective recompute where it costs wh
 from __future__ import annotations
 
 from planner.cost import partition_inputs, resolve_costs
-from planner.search.driver import _mark_same_costs
+from planner.search.dominance import mark_same_costs
 from planner.search.outcome import Entry
 from planner.search.space import Config, enumerate_configs
 
@@ -28,7 +28,7 @@ def _twins(model: dict[str, object]) -> list[Entry]:
 def test_selective_costing_what_none_costs_is_dropped_once() -> None:
     none, selective, full = _twins(LLAMA)
     assert none.inputs.bw_input_s[1][0] == none.inputs.bw_input_s[1][1]  # the premise
-    _mark_same_costs([none, selective, full])
+    mark_same_costs([none, selective, full])
     verdicts = sorted(e.verdict for e in (none, selective))
     assert verdicts == ["dominated", "pending"]
     assert full.verdict == "pending"  # full recompute costs more: another configuration
@@ -37,5 +37,5 @@ def test_selective_costing_what_none_costs_is_dropped_once() -> None:
 def test_selective_that_saves_bytes_is_kept() -> None:
     none, selective, full = _twins(GPT_13B)
     assert none.inputs.activation_bytes[1][1] < none.inputs.activation_bytes[1][0]  # premise
-    _mark_same_costs([none, selective, full])
+    mark_same_costs([none, selective, full])
     assert [e.verdict for e in (none, selective, full)] == ["pending"] * 3

@@ -26,7 +26,7 @@ Caches of planner/search: model._RUNS (a configuration's layer runs), paths._SEE
 schedule's seed cuts), hints._RUN_OF and hints._REPAIRS (repaired splits per configuration),
 bounds._WHOLE (whole-layer levels per configuration), bounds._CUT_TERMS (each path cut's
 term of a configuration's cut floor, filled lazily) — PerObject; hints._split (the balanced
-split of a weight tuple, 512) and bounds._integer_curve (4096) — lru_cache."""
+split of a weight tuple, 512) and bounds.integer_curve (4096) — lru_cache."""
 
 from __future__ import annotations
 

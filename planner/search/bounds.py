@@ -37,7 +37,7 @@ from planner.schedules import rank_stages
 from planner.search.paths import PathCut
 from planner.specs.base import RecomputeMode
 
-# _water_fill starts from the envelope's counts (a binary search per rank) only where ranks
+# water_fill starts from the envelope's counts (a binary search per rank) only where ranks
 # take at least this many steps on average; below it the searches cost what they save.
 WARM_START_STEPS = 8
 
@@ -151,10 +151,10 @@ def integer_rank_floors_s(
     # Every level below is nondecreasing in x (a, p >= 0 and the recompute curve is, see
     # _Curve), which water-filling needs; each is computed only where water-filling looks.
     # Without the recompute term the busy levels are linear in x, and so are the post levels:
-    # _linear_fill finds their minimum in O(pp log pp). That floor (recompute >= 0) is the
+    # linear_fill finds their minimum in O(pp log pp). That floor (recompute >= 0) is the
     # whole answer where no rank needs recompute at its share of it (below), and enough where
     # it reaches `enough_s`.
-    post = _linear_fill(levels.post, wl.p, wl.free)
+    post = linear_fill(levels.post, wl.p, wl.free)
 
     def plain(r: int) -> Callable[[int], float]:
         return lambda x: fill[r] + m * (wl.e[r] + wl.a * (wl.lo[r] + x))
@@ -171,7 +171,7 @@ def integer_rank_floors_s(
     size = len(wl.xs)
     # lower envelopes base_r + slope * x of the levels (the recompute curve is >= 0)
     busy_base = [fill[r] + m * (wl.e[r] + wl.a * wl.lo[r]) for r in range(inputs.pp)]
-    busy = _water_fill([_Lazy(f, size) for f in levels.busy], wl.free, (busy_base, m * wl.a))
+    busy = water_fill([_Lazy(f, size) for f in levels.busy], wl.free, (busy_base, m * wl.a))
     return busy, post
 
 
@@ -210,7 +210,7 @@ def layer_rank_floors_s(
     r's layers' post times. Each level is nondecreasing in D_r when each sum is over the D_r
     least values of r's reachable layers (m work - k_r wg >= 0 as k_r <= m), so
     water-filling one layer at a time onto the rank whose level grows least gives their
-    least max over integer D exactly (_water_fill). `drain` None: where inputs.schedule has
+    least max over integer D exactly (water_fill). `drain` None: where inputs.schedule has
     no split backward. Without `per_stage` the floor holds for every schedule and vpp of the
     group whose first and last layers sit on the same ranks (all but zbv, whose last stage is
     on rank 0). For identical middle layers and `drain` it is integer_rank_floors_s without
@@ -264,7 +264,7 @@ def layer_rank_floors_s(
         busy_levels.append(busy)
         q = sum(inputs.post_s[i] for i in mine)
         post_levels.append(_cheapest(q, [(run.post, c) for run, c in held], lo[r]))
-    return _water_fill(busy_levels, free), _water_fill(post_levels, free)
+    return water_fill(busy_levels, free), water_fill(post_levels, free)
 
 
 def _forced_recompute_s(
@@ -418,8 +418,8 @@ def _reachable(inputs: PartitionInputs, *, per_stage: bool) -> list[list[tuple[i
     return out
 
 
-def _linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: int) -> float:
-    """_water_fill for levels that are linear in x, levels[r](x) = levels[r](0) + slope * x up
+def linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: int) -> float:
+    """water_fill for levels that are linear in x, levels[r](x) = levels[r](0) + slope * x up
     to rounding (slope >= 0), without reading each one step by step: the fractional water
     level L (sum_r max(0, L - base_r) = slope * total) has at most `total` steps at or below
     it (floor((L - b_r) / slope) per rank), so they are among the `total` smallest; each rank
@@ -431,7 +431,7 @@ def _linear_fill(levels: Sequence[Callable[[int], float]], slope: float, total: 
 def _linear_fill_at(
     levels: Sequence[Callable[[int], float]], slope: float, total: int
 ) -> tuple[float, list[int]]:
-    """_linear_fill's value and the counts x (sum x = total) that attain it."""
+    """linear_fill's value and the counts x (sum x = total) that attain it."""
     base = [f(0) for f in levels]
     if total <= 0 or slope <= 0.0:  # nothing to place, or constant levels
         x = [0] * len(levels)
@@ -447,7 +447,7 @@ def _linear_fill_at(
             break
     x = [max(0, math.floor((level - b) / slope) - 1) for b in base]
     heap = [(levels[r](x[r] + 1), r) for r in range(len(levels))]
-    heapq.heapify(heap)  # ties go to the lowest rank, as in _water_fill
+    heapq.heapify(heap)  # ties go to the lowest rank, as in water_fill
     for _ in range(total - sum(x)):
         _, r = heapq.heappop(heap)
         x[r] += 1
@@ -584,7 +584,7 @@ def _recompute_curves(
     bw, act = inputs.bw_input_s[1], inputs.activation_bytes[1]
     ks = sorted({MODE_INDEX[mode] for mode in inputs.allowed_modes}) or [0]
     base = min(ks, key=lambda k: (bw[k], act[k]))
-    options = _mode_options(
+    options = mode_options(
         tuple((act[base] - act[k], bw[k] - bw[base]) for k in ks if act[k] < act[base])
     )
     ends = [0.0] * inputs.pp  # the first / last layer's bytes on their ranks
@@ -624,12 +624,12 @@ def _recompute_curve(
         fixed + ends + sum_l (static + I_l act(mode_l)) <= cap,
     `held`: the in-flight counts of the rank's stages but stage 0 / S - 1, `least` the least
     of all its stages', `room` = cap - fixed - ends, `act_base` a middle layer's bytes in its
-    fastest mode, `options` the other modes (_mode_options).
+    fastest mode, `options` the other modes (mode_options).
     Each stage of the rank but stage 0 / S - 1 holds one middle layer at its own in-flight
     count I_s; the other middle layers are put at the rank's least I (moving a layer there
     never grows its bytes in any mode, so this only makes the rank look smaller); ends are the
     first / last layer's static and cheapest activation bytes if on this rank. Solved exactly
-    over whole layers by _integer_curve (it replaced an LP relaxation, which let a fraction of
+    over whole layers by integer_curve (it replaced an LP relaxation, which let a fraction of
     a layer recompute: up to one layer's full recompute, 1-2 % of a memory-bound step, below
     the optimum)."""
     # groups: (in-flight count, layers); the last one (the free layers) grows with x
@@ -638,10 +638,10 @@ def _recompute_curve(
     need0 = sum(n * (static + i * act_base) for i, n in groups) - room
     per_free = static + least * act_base
     fixed = tuple(sorted((i for i, n in groups for _ in range(n)), reverse=True))
-    return _integer_curve(need0, per_free, fixed, least, options, free + extra_layers, extra_layers)
+    return integer_curve(need0, per_free, fixed, least, options, free + extra_layers, extra_layers)
 
 
-def _mode_options(
+def mode_options(
     raw: tuple[tuple[float, float], ...],
 ) -> tuple[tuple[float, float], ...]:
     """The recompute modes worth using instead of the fastest one, as (activation bytes saved
@@ -656,7 +656,7 @@ def _mode_options(
 
 
 @lru_cache(maxsize=4096)
-def _integer_curve(
+def integer_curve(
     need0: float,
     per_free: float,
     fixed: tuple[int, ...],
@@ -682,7 +682,7 @@ def _integer_curve(
     # prefix-sum array serves every x
     prefix = list(itertools.accumulate((*fixed, *([least] * top)), initial=0))
     return _Curve(
-        lambda x: _least_recompute(
+        lambda x: least_recompute(
             need0 + (x + start) * per_free, prefix, len(fixed) + x + start, options
         ),
         top - start + 1,
@@ -716,13 +716,13 @@ class _Lazy(Sequence[float]):
 
 
 class _Curve(_Lazy):
-    """A recompute curve (_integer_curve). Nondecreasing in x: from a choice for x + 1 layers,
+    """A recompute curve (integer_curve). Nondecreasing in x: from a choice for x + 1 layers,
     drop one layer at the least in-flight count (one in the base mode if any: the bytes freed
     stay, the need falls by per_free; else a recomputed one: it freed least * d <= least *
     act(base) <= per_free bytes) and the rest still fits x layers, at no more time."""
 
 
-def _least_recompute(
+def least_recompute(
     need: float, prefix: list[int], n: int, options: tuple[tuple[float, float], ...]
 ) -> float:
     """Least seconds to free `need` bytes with the first n whole layers, `prefix` the prefix
@@ -754,7 +754,7 @@ def _least_recompute(
     return best
 
 
-def _water_fill(
+def water_fill(
     levels: Sequence[Sequence[float]],
     total: int,
     envelope: tuple[list[float], float] | None = None,
@@ -785,7 +785,7 @@ def _water_fill(
 def _warm_start(
     levels: Sequence[Sequence[float]], total: int, base: list[float], slope: float
 ) -> list[int]:
-    """Per rank, how many of its steps are <= T (see _water_fill), T such that they number
+    """Per rank, how many of its steps are <= T (see water_fill), T such that they number
     at most `total`; all zeros if rounding leaves too many."""
     pp = len(levels)
     threshold = (slope * total + sum(base)) / pp - 2 * slope
@@ -984,7 +984,7 @@ def cut_floor_s(inputs: PartitionInputs, cuts: Sequence[PathCut]) -> float | Non
         rows, extra = per_rank[r], wl.extra[r]
         return lambda x: max((b + g * x + t * extra[x] for b, g, t in rows), default=-math.inf)
 
-    pipeline = _water_fill([_Lazy(level(r), len(wl.xs)) for r in range(pp)], wl.free)
+    pipeline = water_fill([_Lazy(level(r), len(wl.xs)) for r in range(pp)], wl.free)
     return max(constant, whole[0], pipeline) + whole[1]
 
 

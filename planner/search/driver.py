@@ -14,7 +14,7 @@ time), so only a proven time-optimal partition may be the incumbent, and none is
 time until the incumbent's bubble is 0 (time_bound_s); before that, one whose bubble floor
 (planner.search.bubble_floor) is above the incumbent's bubble is pruned (bubble_beaten).
 
-Every result carries a proven lower bound and gap (`_close`: the floors of the configurations
+Every result carries a proven lower bound and gap (`close_search`: the floors of the configurations
 not settled) and, with search.top_k, the alternatives (`_alternatives`); docs/search.md, "Gap
 and status". The tuned shares come from `tuning` (planner.search.tuning).
 
@@ -355,7 +355,7 @@ def _search(
     if prune:
         budget = _capped(elapsed, request.search.time_limit_s, tuning.alternatives_share * limit)
         _alternatives(request, out, num_layers, budget)
-    _close(request, out)
+    close_search(request, out)
     out.skipped += sum(len(ms) for ms in out.pending)
     out.elapsed_s = elapsed()
     report(final=True)
@@ -524,7 +524,7 @@ def _memory_floors_of(request: PlanRequest, src: CostSource, out: Outcome, limit
             kind_memory_floor(request, src, out, members, known=False)
 
 
-def _bounds(
+def search_bounds(
     request: PlanRequest, out: Outcome, *, sweep: bool
 ) -> tuple[float | None, float | None, float | None]:
     """(lower bound of the step time, gap, bubble bound) now (docs/search.md, Gap and status);
@@ -582,7 +582,7 @@ def _gap_reached(request: PlanRequest, out: Outcome, *, throttle: bool = False) 
     if request.objective == "time" and _entries_gap(request, out) > tol:
         reached = False
     else:
-        gap = _bounds(request, out, sweep=True)[1]
+        gap = search_bounds(request, out, sweep=True)[1]
         reached = out.stopped_at_gap = gap is not None and gap <= tol
     if throttle:
         cost = out.now() - now
@@ -608,7 +608,7 @@ def _entry_floors(request: PlanRequest, out: Outcome) -> list[float]:
     return [e.floor_s for e in out.entries if not settled(request, out, e)]
 
 
-def _close(request: PlanRequest, out: Outcome) -> None:
+def close_search(request: PlanRequest, out: Outcome) -> None:
     """The final bound, gap and status: OPTIMAL iff every configuration is settled."""
     # (a pass over up to hundreds of thousands of unswept groups, allocating as it settles
     # them, whose full collections would scan everything the search built)
@@ -616,7 +616,7 @@ def _close(request: PlanRequest, out: Outcome) -> None:
     _settle_pending(request, out, memory=True)
     _settle_pending_bubble(request, out)
     scan = out.pending_scan
-    low, gap, bubble = _bounds(request, out, sweep=True)
+    low, gap, bubble = search_bounds(request, out, sweep=True)
     out.lower_bound_s, out.gap, out.bubble_bound = low, gap, bubble
     if out.pending_scan is not scan:  # the bound's scan computed floors: they may settle more
         _settle_pending(request, out, memory=False)
@@ -739,7 +739,7 @@ class _Reporter:
         if final:
             low, gap = out.lower_bound_s, out.gap
         else:
-            low, gap, _ = _bounds(self.request, out, sweep=False)
+            low, gap, _ = search_bounds(self.request, out, sweep=False)
         settled_now = (
             out.num_configs
             - sum(len(ms) for ms in out.pending)
@@ -988,7 +988,7 @@ def _visit(
     if exhaustive:
         res = exhaustive_config(inputs, modes=cfg.modes, split=split, ties=ties)
     else:
-        domains, probed = _known_domains(entry, solve_bound)
+        domains, probed = start_domains(entry, solve_bound)
         known = Known(
             paths=entry.known_paths,
             scored_hints=entry.seeds,
@@ -1052,7 +1052,7 @@ def _after_interim(entry: Entry, solve_bound_s: float) -> None:
     entry.verdict, entry.result = "pending", None
 
 
-def _known_domains(entry: Entry, solve_bound_s: float | None) -> tuple[Domains | None, bool]:
+def start_domains(entry: Entry, solve_bound_s: float | None) -> tuple[Domains | None, bool]:
     """The count domains a solve against `solve_bound_s` starts from, and whether probing
     reached its fixed point on them: those an exact solve proved (`known_domains`, for a
     bound at or above every later one), intersected with those an interim solve proved for

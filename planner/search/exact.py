@@ -368,7 +368,7 @@ def solve_config(
     cells = inputs.num_stages * inputs.num_layers
     if limit is not None and cells <= tuning.lp_max_cells:
         rounds = tuning.lp_rounds if split == "any" and not known.paths else 0
-        separate = _separate_solves(inputs, tuning, hard=bool(known.paths))
+        separate = separate_solves(inputs, tuning, hard=bool(known.paths))
         if _lp_settles(col, modes, split, bound_s, rounds, prove, polish, limits, tuning, separate):
             return _finish(col, _settled(result, bound_s), modes, split, limits, tuning, ties=ties)
     if not prove:  # the cheap phases only (the driver's visit of the improve pass's incumbent)
@@ -561,7 +561,7 @@ def _separation_settles(
     point = lp.solve()
     if point is not None and point.value_s < math.inf:
         best = result.best
-        if _floor_is_the_proof(point.value_s, best, bound, tuning):
+        if floor_is_the_proof(point.value_s, best, bound, tuning):
             separate = max(separate, tuning.lp_separate_solves)
         point = separate_lp(
             lp,
@@ -575,13 +575,13 @@ def _separation_settles(
             core_share=tuning.lp_separate_core,
         )
     if result.domains is not None:
-        lp.set_count_bounds(_free(col.inputs))  # the LP is shared with the branching
+        lp.set_count_bounds(free_domains(col.inputs))  # the LP is shared with the branching
     if point is not None and point.reaches(bound):
         return True
     return _probe_settles(col, lp, limit, time_left, tuning)
 
 
-def _floor_is_the_proof(
+def floor_is_the_proof(
     value_s: float, best: Scored | None, bound_s: float, tuning: SearchTuning
 ) -> bool:
     """The LP floor `value_s` inside the domains lies within tuning.lp_separate_far_within of
@@ -671,7 +671,7 @@ def cpsat_phase(
             # chunks (the domains often fix every rank's count)
             near_by = (
                 *_neighbours(out.partition),
-                *_rank_shifts(out.partition, inputs.stage_rank, single=True),
+                *rank_shifts(out.partition, inputs.stage_rank, single=True),
             )
             for near in near_by:
                 if left() <= 0:
@@ -850,7 +850,7 @@ def _fit_climb(
     for _ in range(tuning.descend_rounds):
         step: tuple[float, float, Scored] | None = None
         moves = itertools.chain(
-            _neighbours(cur.partition), _rank_shifts(cur.partition, inputs.stage_rank, single=True)
+            _neighbours(cur.partition), rank_shifts(cur.partition, inputs.stage_rank, single=True)
         )
         for near in moves:
             if time_left is not None and time_left() <= 0:
@@ -901,7 +901,7 @@ def lp_phase(
     one half): all of them while moves x schedule actions stays under
     tuning.lp_action_budget, at least tuning.lp_moves. `domains`: count domains holding
     every better partition (the LP is solved inside them). In the first `shift_rounds`
-    rounds the rounded point's rank shifts (_rank_shifts(single=True)) are simulated too:
+    rounds the rounded point's rank shifts (rank_shifts(single=True)) are simulated too:
     the paths of other chunk splits of the same rank counts, which CP-SAT would otherwise
     find one solve at a time. Only for the incumbent's configuration
     (solve_config(polish=True)), tuning.lp_shift_rounds rounds: there they serve the proof;
@@ -940,7 +940,7 @@ def lp_phase(
         last = point.value_s
         part = repaired(inputs, rounded_bounds(point.stage_layers, n), modes)
         order = _unclear_first(point.stage_layers)
-        shifts = _rank_shifts(part, inputs.stage_rank, single=True) if done < shift_rounds else []
+        shifts = rank_shifts(part, inputs.stage_rank, single=True) if done < shift_rounds else []
         fresh = sum(
             _probe(lp, seeds, consider, near)[1]
             for near in (part, *_neighbours(part, order, moves), *shifts)
@@ -1068,7 +1068,7 @@ def branch_phase(
     given up at its first whole node and started over on every visit).
 
     The root, where it does not close, is split by its rank-count vectors instead
-    (_vector_children) where they are few: whole layers make the LP's half blocks on two
+    (vector_children) where they are few: whole layers make the LP's half blocks on two
     ranks a choice of which ranks hold the smaller count, and each vector's LP, with every
     rank's count fixed, sits far above the root's. Every child's LP is solved before any is
     branched, so the floor proven is the least of theirs."""
@@ -1079,7 +1079,7 @@ def branch_phase(
         return BranchOutcome(False, root, 0)
     lp.count_run(g)
     time_left = _share(time_left, tuning.branch_share) if time_left is not None else None
-    free = _free(inputs)
+    free = free_domains(inputs)
     # every node with a lower bound of its partitions' step times (its parent's LP value
     # until its own LP is solved): the least over the nodes left open is the floor proven
     first = root if root is not None else free  # the probing phase's domains
@@ -1120,7 +1120,7 @@ def branch_phase(
                 continue
             vectors = None
             if node is first and (bound := limit()) is not None:
-                vectors = _vector_children(inputs, node, bound, tuning)
+                vectors = vector_children(inputs, node, bound, tuning)
             if vectors is not None:
                 # each vector's LP first: the floor proven is the least of theirs, not the
                 # root's, even where the branching below them is cut short
@@ -1143,7 +1143,7 @@ def branch_phase(
                 # the lowest floor is popped first: it bounds the configuration
                 stack.extend(sorted(kept, key=lambda item: -item[1]))
                 continue
-            children = _children(node, point.rank_counts, point.run_stage_counts, total)
+            children = branch_children(node, point.rank_counts, point.run_stage_counts, total)
             if children is None:
                 open_nodes.append((node, low))
             else:
@@ -1155,14 +1155,14 @@ def branch_phase(
         lp.set_count_bounds(free)  # the LP is shared with the phases after
 
 
-def _vector_children(
+def vector_children(
     inputs: PartitionInputs, node: Domains, bound_s: float, tuning: SearchTuning
 ) -> list[Domains] | None:
     """A cover of `node` by its rank-count vectors (domains.rank_count_vectors: every
     partition in `node` below the bound has its per-rank counts among them), one child per
     vector with each rank's count fixed; None where there are more than
     tuning.branch_vectors of them, the floors do not apply or the only child is `node`
-    (then the branching's own cover, _children, splits it). No vector: nothing below the
+    (then the branching's own cover, branch_children, splits it). No vector: nothing below the
     bound (an empty cover)."""
     if tuning.branch_vectors < 2:
         return None
@@ -1174,7 +1174,7 @@ def _vector_children(
     return None if children == [node] else children
 
 
-def _free(inputs: PartitionInputs) -> Domains:
+def free_domains(inputs: PartitionInputs) -> Domains:
     """Count domains that bound nothing: every rank and stage in [0, the counted run's size]."""
     total = layer_runs(inputs)[counted_run(inputs)].count
     return tuple((0, total) for _ in range(inputs.pp + inputs.num_stages))
@@ -1332,7 +1332,7 @@ def probe_phase(
 POINT_SLACK = 1e-6
 
 
-def _children(
+def branch_children(
     node: tuple[tuple[int, int], ...],
     rank_counts: tuple[float, ...],
     stage_counts: tuple[float, ...],
@@ -1372,7 +1372,7 @@ def _probe(
     return scored, sum(lp.add_cut(cut) for cut in seeds[before:])
 
 
-def _separate_solves(inputs: PartitionInputs, tuning: SearchTuning, *, hard: bool) -> int:
+def separate_solves(inputs: PartitionInputs, tuning: SearchTuning, *, hard: bool) -> int:
     """LP solves for separate_lp in a proving call: tuning.lp_separate_solves in a hard proof
     (a configuration an earlier, capped call left unsettled); in a first call as many as keep
     their work under tuning.lp_action_budget (the simulation work of one cutting-plane round,
@@ -1472,7 +1472,7 @@ def _neighbours(
     return out
 
 
-def _rank_shifts(
+def rank_shifts(
     part: Partition, stage_rank: tuple[int, ...], *, single: bool = False
 ) -> list[Partition]:
     """Partitions that move one layer from each rank's chunk j to its chunk j ± 1 at once, on
@@ -1523,12 +1523,12 @@ def _descend(
     """Hill climbing on the stage split (a heuristic, for a better incumbent and hint: the
     optimum often splits layers unevenly inside a rank, which no balanced split finds): move
     one boundary by one layer, re-pick the recompute modes for the cap (hints.repaired), take
-    the first strict improvement; where none improves, the rank shifts (_rank_shifts: one
+    the first strict improvement; where none improves, the rank shifts (rank_shifts: one
     layer between adjacent chunks on many ranks at once); repeat. (The first improvement,
     not the best of a round: it reaches the same plans with fewer scores.) Returns the
     partitions it moved through. `polish`: the rank
     shifts also move one rank alone, and at the split reached, the recompute moves between a
-    rank's stages (_mode_moves) climb the same way (best improvement per round); ~3x the
+    rank's stages (mode_moves) climb the same way (best improvement per round); ~3x the
     scores, so only for the configuration of a new incumbent (solve_config)."""
     path: list[Scored] = []
     cur = start
@@ -1536,7 +1536,7 @@ def _descend(
     rounds = tuning.descend_rounds
     for _ in range(rounds):
         step: Scored | None = None
-        for moves in (_neighbours, lambda p: _rank_shifts(p, inputs.stage_rank, single=polish)):
+        for moves in (_neighbours, lambda p: rank_shifts(p, inputs.stage_rank, single=polish)):
             for near in moves(cur.partition):
                 if time_left is not None and time_left() <= 0:
                     return path  # a round of a deep schedule takes ~0.1 s: checked per move
@@ -1556,7 +1556,7 @@ def _descend(
         path.append(cur)
     for _ in range(rounds if polish else 0):  # then the recompute modes at the split reached
         step = None
-        for part in _mode_moves(cur.partition, inputs.stage_rank, modes, tuning.mode_lighter):
+        for part in mode_moves(cur.partition, inputs.stage_rank, modes, tuning.mode_lighter):
             if time_left is not None and time_left() <= 0:
                 return path
             sc = Scored(part, score(inputs, part))
@@ -1571,7 +1571,7 @@ def _descend(
     return path
 
 
-def _mode_moves(
+def mode_moves(
     part: Partition,
     stage_rank: tuple[int, ...],
     modes: tuple[RecomputeMode, ...],

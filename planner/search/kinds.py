@@ -68,7 +68,7 @@ def kind_key(cfg: Config) -> KindKey:
     )
 
 
-def _layer_costs(src: CostSource, cfg: Config) -> tuple[LayerCost, ...]:
+def kind_layer_costs(src: CostSource, cfg: Config) -> tuple[LayerCost, ...]:
     """The cost source's layer costs at `cfg`'s (mbs, tp, sp, cp, ep, etp): what a kind's
     terms are read from."""
     return src.layer_costs(
@@ -86,7 +86,7 @@ def kind_work(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[float
     PartitionInputs, without building them (nor checking its Candidate: a member the cost
     model would refuse may lower a group's floor, never raise it). Raises SpecError or
     ValueError where the cost source has no costs for the point."""
-    costs = _layer_costs(src, cfg)
+    costs = kind_layer_costs(src, cfg)
     tlink, folded = _links_of(request, src, cfg)
     split = cfg.schedule in SPLIT_BACKWARD
     fw = bw = bw_weight = 0.0
@@ -260,11 +260,13 @@ def _dispatch_bytes(src: CostSource, cfg: Config) -> tuple[float, ...]:
     key = coarse_key(cfg)
     known = per_source.get(key)
     if known is None:
-        known = per_source[key] = tuple(c.ep_dispatch_bytes for c in _layer_costs(src, cfg))
+        known = per_source[key] = tuple(c.ep_dispatch_bytes for c in kind_layer_costs(src, cfg))
     return known
 
 
-def _links(request: PlanRequest, src: CostSource, cfg: Config) -> tuple[Link, FoldedLinks | None]:
+def kind_links(
+    request: PlanRequest, src: CostSource, cfg: Config
+) -> tuple[Link, FoldedLinks | None]:
     """The TP link and, with cp, ep or etp above 1, the folded links, as build_inputs takes
     them (folded.request_links: the request's achieved link fraction and ring attention).
     Their cp, ep and etp
@@ -289,12 +291,12 @@ _LINKS: PerObject[dict[tuple[int, int, str, int, int], tuple[Link, FoldedLinks |
 def _links_of(
     request: PlanRequest, src: CostSource, cfg: Config
 ) -> tuple[Link, FoldedLinks | None]:
-    """_links of cfg's (tp, cp, cp_comm, ep, etp), computed once per request (_LINKS)."""
+    """kind_links of cfg's (tp, cp, cp_comm, ep, etp), computed once per request (_LINKS)."""
     per_request = _LINKS.get(request, dict)
     key = (cfg.tp, cfg.cp, cfg.cp_comm, cfg.ep, cfg.etp)
     links = per_request.get(key)
     if links is None:
-        links = per_request[key] = _links(request, src, cfg)
+        links = per_request[key] = kind_links(request, src, cfg)
     return links
 
 
@@ -383,7 +385,7 @@ def kind_memory_floor_bytes(
     which static_bytes (linear in the count, nonnegative coefficients) can only lower. The
     sums are taken in another order than build_inputs' (the caller allows for rounding).
     Raises as CostSource.layer_costs does where there are no costs at the point."""
-    costs = _layer_costs(src, cfg)
+    costs = kind_layer_costs(src, cfg)
     training = request.training
     arch = src.arch
     tied = arch is not None and arch.tied and shared
@@ -471,7 +473,7 @@ def kind_post_floor_s(request: PlanRequest, src: CostSource, cfg: Config, *, sha
     nondecreasing in the parameter count). Each layer's term is thus at most the built one
     (equal without tied embeddings), and so is the sum (rounded addition is monotone). Raises
     as CostSource.layer_costs does where there are no costs at the point."""
-    costs = _layer_costs(src, cfg)
+    costs = kind_layer_costs(src, cfg)
     training = request.training
     arch = src.arch
     tied = arch is not None and arch.tied and shared

@@ -176,7 +176,7 @@ def enumerate_configs(request: PlanRequest, *, num_layers: int) -> list[Config]:
     """Every configuration the request allows, in a fixed order: per (tp, cp, pp, dp, mbs),
     schedule and vpp outermost, then ZeRO, sp, (ep, etp), cp_comm and recompute modes."""
     with no_gc():
-        check = _checker(request) if request.constraints.framework is not None else None
+        check = framework_checker(request) if request.constraints.framework is not None else None
         out: list[Config] = []
         for groups in _blocks(request, num_layers):
             flat = itertools.chain.from_iterable(zip(*groups, strict=True))
@@ -195,7 +195,7 @@ def enumerate_groups(request: PlanRequest, *, num_layers: int) -> list[list[Conf
     takes them schedule first, so a group whose first members the check drops comes later,
     at its first kept member's schedule."""
     with no_gc():
-        check = _checker(request) if request.constraints.framework is not None else None
+        check = framework_checker(request) if request.constraints.framework is not None else None
         out: list[list[Config]] = []
         for groups in _blocks(request, num_layers):
             if check is None:
@@ -407,18 +407,18 @@ def _sequence_parallel(wanted: bool | None, caps: FrameworkCaps | None) -> list[
     return [wanted is not False]
 
 
-def _unsupported(request: PlanRequest, config: Config) -> list[str]:
+def config_unsupported(request: PlanRequest, config: Config) -> list[str]:
     """What the request's framework finds against `config` (stage split still open): the
     framework's check (planner.launch.render.view_unsupported) on the LaunchView that
     planner.launch.layers.view builds from config.candidate(), built here without the
     Candidate (validating one per configuration was most of the enumeration of a framework
     request: 322,080 for Mixtral 8x7B under megatron). tests/planner/search/
     test_space_frameworks.py checks the two agree on every configuration of its requests."""
-    return _checker(request)(config)
+    return framework_checker(request)(config)
 
 
-def _checker(request: PlanRequest) -> Callable[[Config], list[str]]:
-    """_unsupported for one request: what every configuration's view shares (the shapes, the
+def framework_checker(request: PlanRequest) -> Callable[[Config], list[str]]:
+    """config_unsupported for one request: what every configuration's view shares (the shapes, the
     batch, the sequence, the framework) is read from the request once, and each verdict is
     kept for the configurations that differ from it in their recompute modes alone: a view
     without stages reads no recompute mode (LaunchView.recompute is read only through

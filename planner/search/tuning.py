@@ -67,7 +67,7 @@ class SearchTuning:
     - `lp_separate_solves`: LP solves of the cutting planes at the LP's own optimum
       (exact.separate_lp), at most; in a configuration's first proving call also at most
       `lp_action_budget` / (its schedule's actions + stages x layers)
-      (exact._separate_solves). `lp_separate_core`: each separate_lp solve also adds the
+      (exact.separate_solves). `lp_separate_core`: each separate_lp solve also adds the
       critical path at the durations (1 - share) x the LP optimum's + share x the
       configuration's best partition's, where the optimum breaks it (0: the optimum's own
       path only, Kelley's method). A cut found between the two cuts off more of the LP's
@@ -75,7 +75,7 @@ class SearchTuning:
       solve. `lp_separate_far`, `lp_separate_far_within`: a first call's separation gets
       `lp_separate_solves` too where the LP floor lies at most `lp_separate_far_within` (a
       fraction of the bound) below the bound and the configuration's best partition at least
-      `lp_separate_far` times further above it (exact._floor_is_the_proof; 0: never).
+      `lp_separate_far` times further above it (exact.floor_is_the_proof; 0: never).
     - `lp_max_cells`: stages x layers above which no LP is built.
     - `lp_moves` (at least) neighbours simulated per LP round, or as many as keep
       moves x schedule actions under `lp_action_budget`.
@@ -88,7 +88,7 @@ class SearchTuning:
       tolerance of it there, and the branching's part is mostly the hull and floor it hands
       CP-SAT, which a few solves already narrow. `branch_vectors`: where the root's per-rank
       block-count vectors below the bound are at most this many, its first split is one child
-      per vector (exact._vector_children; below 2: never).
+      per vector (exact.vector_children; below 2: never).
     - `model_build_s`: estimated seconds per path cut and stage to build (and to load) a
       CP-SAT model; a model is not built with less than `model_build_margin` x that left.
     - `descend_rounds`: improving steps of the hill climb, at most (each phase of it).

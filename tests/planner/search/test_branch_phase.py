@@ -15,12 +15,12 @@ from planner.search.cutlp import CutLP
 from planner.search.domains import Domains
 from planner.search.exact import (
     SolveLimits,
-    _children,
-    _free,
-    _vector_children,
+    branch_children,
     branch_phase,
+    free_domains,
     probe_phase,
     solve_config,
+    vector_children,
 )
 from planner.search.exhaustive import exhaustive_config, scored_partitions
 from planner.search.paths import PathCut
@@ -125,7 +125,7 @@ def test_children_cover_every_whole_count_and_cut_off_the_lp_point() -> None:
         counts = tuple(c * total / sum(raw) for c in raw)
         if any(not lo <= c <= hi for c, (lo, hi) in zip(counts, node[:pp], strict=True)):
             continue
-        kids = _children(node, counts, counts, total)
+        kids = branch_children(node, counts, counts, total)
         assert kids is not None
         inside = [
             d
@@ -150,7 +150,7 @@ def test_whole_rank_counts_branch_on_a_fractional_stage() -> None:
     node = ((0, total),) * pp + ((1, 5), (1, 5), (0, 5), (0, 5))
     stage_counts = (1.5, 2.25, 1.5, 1.75)
     rank_counts = (3.0, 4.0)
-    kids = _children(node, rank_counts, stage_counts, total)
+    kids = branch_children(node, rank_counts, stage_counts, total)
     assert kids is not None and len(kids) == 2
     for d in itertools.product(range(6), repeat=4):
         point = (d[0] + d[2], d[1] + d[3], *d)
@@ -162,7 +162,7 @@ def test_whole_rank_counts_branch_on_a_fractional_stage() -> None:
     lp = (*rank_counts, *stage_counts)
     for kid in kids:
         assert not all(lo <= x <= hi for x, (lo, hi) in zip(lp, kid, strict=True))
-    assert _children(node, rank_counts, (1.0, 2.0, 2.0, 2.0), total) is None  # all whole
+    assert branch_children(node, rank_counts, (1.0, 2.0, 2.0, 2.0), total) is None  # all whole
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -224,7 +224,7 @@ def test_the_lp_rounds_stop_at_a_stall_and_never_settle_a_better_partition(seed:
 
 
 def test_the_vector_split_never_refutes_a_better_partition() -> None:
-    """The root split into rank-count vectors (exact._vector_children): the floor proven is
+    """The root split into rank-count vectors (exact.vector_children): the floor proven is
     at or below the exhaustive optimum and a bound above the optimum is never settled, on
     cases where the split applies (counted: not vacuous)."""
     split = 0
@@ -235,7 +235,7 @@ def test_the_vector_split_never_refutes_a_better_partition() -> None:
         inputs, step = case.inputs, case.best.score.step_time_s
         for factor in (1.05, 1.001, 0.999):
             bound = step * factor
-            split += _vector_children(inputs, _free(inputs), bound, TUNING) is not None
+            split += vector_children(inputs, free_domains(inputs), bound, TUNING) is not None
             seeds = list(case.cuts)
             lp = CutLP(inputs, THREE, cuts=seeds)
             got = branch_phase(lp, seeds, lambda b=bound: b, consider_into(inputs, seeds))  # type: ignore[misc]

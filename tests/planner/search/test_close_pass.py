@@ -1,4 +1,4 @@
-"""driver._close's one pass over the unswept groups (driver._settle_pending): past the time
+"""driver.close_search's one pass over the unswept groups (driver._settle_pending): past the time
 limit it computes no floor (lookups of each group's kept keys and known floors), and it
 settles exactly the groups whose known time floor reaches the incumbent or whose known kind
 memory floor is over the cap, as a per-group evaluation of those known floors does."""
@@ -25,7 +25,7 @@ def test_the_close_past_the_limit_settles_by_known_floors_alone(
 ) -> None:
     closing: list[list[list[Config]]] = []
     computed: list[object] = []
-    real_close, real_memory = driver._close, sweep_floors.kind_memory_floor_bytes
+    real_close, real_memory = driver.close_search, sweep_floors.kind_memory_floor_bytes
 
     def memory(*args: Any, **kwargs: Any) -> float:
         if closing:
@@ -37,7 +37,7 @@ def test_the_close_past_the_limit_settles_by_known_floors_alone(
         real_close(request, out)
 
     monkeypatch.setattr(sweep_floors, "kind_memory_floor_bytes", memory)
-    monkeypatch.setattr(driver, "_close", close)
+    monkeypatch.setattr(driver, "close_search", close)
     request = deep_request(5.0)
     out = run_search(request, clock=JumpClock(3))
     assert out.best is not None and out.source is not None

@@ -28,11 +28,11 @@ from planner.search.bounds import restricted, time_floor_s
 from planner.search.driver import run_search
 from planner.search.exact import REL_TOL
 from planner.search.kinds import (
-    _layer_costs,
-    _links,
     coarse_key,
     coarse_work,
     kind_key,
+    kind_layer_costs,
+    kind_links,
     kind_work,
 )
 from planner.search.outcome import Outcome
@@ -109,9 +109,9 @@ def _least_kinds(request: PlanRequest) -> tuple[int, int]:
             continue
         best = least.setdefault(coarse_key(cfg), [math.inf, math.inf])
         best[0], best[1] = min(best[0], w), min(best[1], c)
-        _, folded = _links(request, src, cfg)
+        _, folded = kind_links(request, src, cfg)
         assert folded is not None
-        if any(sum(cp_times(cost, folded)) > 0 for cost in _layer_costs(src, cfg)):
+        if any(sum(cp_times(cost, folded)) > 0 for cost in kind_layer_costs(src, cfg)):
             exchanged.add(coarse_key(cfg))
     for key, (w, c) in least.items():
         wc, cc = coarse_work(request, src, key)  # type: ignore[arg-type]

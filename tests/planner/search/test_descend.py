@@ -15,10 +15,10 @@ from planner.schedules.ir import stage_to_rank
 from planner.search.exact import (
     Scored,
     SolveLimits,
-    _mode_moves,
-    _rank_shifts,
     heuristic_phase,
     improve_config,
+    mode_moves,
+    rank_shifts,
     solve_config,
 )
 from planner.search.exhaustive import exhaustive_config
@@ -90,7 +90,7 @@ def test_rank_shifts_keep_every_rank_total_and_move_one_layer_per_rank(
     rng = random.Random(pp * 10 + vpp)
     counts = [rng.randint(1, 4) for _ in rank_of]
     start = Partition(tuple(itertools.accumulate(counts, initial=0)), ("none",) * sum(counts))
-    moves = _rank_shifts(start, rank_of)
+    moves = rank_shifts(start, rank_of)
     assert moves, "a split with layers to spare has shifts"
     for move in moves:
         new = [move.bounds[s + 1] - move.bounds[s] for s in range(len(counts))]
@@ -103,7 +103,7 @@ def test_rank_shifts_keep_every_rank_total_and_move_one_layer_per_rank(
                 assert sorted(changed.values()) == [-1, 1]
                 a, b = changed
                 assert abs(chunk[a] - chunk[b]) == 1
-    assert _rank_shifts(Partition((0, 2, 4), ("none",) * 4), (0, 1)) == []  # one chunk each
+    assert rank_shifts(Partition((0, 2, 4), ("none",) * 4), (0, 1)) == []  # one chunk each
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -116,7 +116,7 @@ def test_mode_moves_change_one_rank_by_one_mode_per_layer(seed: int) -> None:
     cuts = sorted(rng.sample(range(1, n), inputs.num_stages - 1))
     start = Partition((0, *cuts, n), tuple(rng.choice(THREE) for _ in range(n)))
     stage = [s for s in range(inputs.num_stages) for _ in start.stage_layers(s)]
-    moves = _mode_moves(start, inputs.stage_rank, THREE)
+    moves = mode_moves(start, inputs.stage_rank, THREE)
     assert moves or all(m == "none" for m in start.modes)  # something to lighten: moves
     for move in moves:
         assert move.bounds == start.bounds and move.modes != start.modes

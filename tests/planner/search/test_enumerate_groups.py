@@ -51,7 +51,7 @@ def test_a_group_whose_leading_members_are_dropped_comes_at_its_first_kept_one(
     req = request("megatron")
     n = len(resolve_costs(req).layers)
     monkeypatch.setattr(
-        "planner.search.space._checker",
+        "planner.search.space.framework_checker",
         lambda _: lambda c: ["dropped"] if c.zero_stage == 0 and c.schedule == "1f1b" else [],
     )
     groups = enumerate_groups(req, num_layers=n)

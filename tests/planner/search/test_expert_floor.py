@@ -17,12 +17,12 @@ from planner.cost import resolve_costs
 from planner.cost.folded import ep_time
 from planner.errors import SpecError
 from planner.search.kinds import (
-    _layer_costs,
-    _links,
     coarse_key,
     coarse_work,
     expert_work,
     kind_key,
+    kind_layer_costs,
+    kind_links,
     kind_work,
 )
 from planner.search.space import Config, enumerate_configs
@@ -61,9 +61,9 @@ def _check(request: PlanRequest, limit: int | None = None) -> tuple[int, int]:
         assert wc <= we <= w and cc <= ce <= c, (cfg, wc, we, w, cc, ce, c)
         # the kind's own expert communication, both directions, every layer (etp = 1: the
         # all-to-alls alone), against what the floor added to the coarse terms
-        _, folded = _links(request, src, cfg)
+        _, folded = kind_links(request, src, cfg)
         assert folded is not None
-        own = sum(2.0 * ep_time(cost, folded) for cost in _layer_costs(src, cfg))
+        own = sum(2.0 * ep_time(cost, folded) for cost in kind_layer_costs(src, cfg))
         if cfg.etp == 1:
             assert math.isclose(ce - cc, own, rel_tol=1e-9, abs_tol=1e-12), (cfg, ce - cc, own)
             assert math.isclose(we - wc, own, rel_tol=1e-9, abs_tol=1e-12), (cfg, we - wc, own)
@@ -102,6 +102,6 @@ def test_dispatch_bytes_are_the_same_at_every_ep_and_etp(name: str) -> None:
         if point in points:
             continue
         points.add(point)
-        sent = tuple(c.ep_dispatch_bytes for c in _layer_costs(src, cfg))
+        sent = tuple(c.ep_dispatch_bytes for c in kind_layer_costs(src, cfg))
         assert seen.setdefault(coarse_key(cfg), sent) == sent, cfg
     assert len(points) > len(seen) >= 10

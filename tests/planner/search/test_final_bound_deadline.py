@@ -64,14 +64,14 @@ def test_past_the_limit_a_gap_tolerance_costs_no_scan_per_configuration(
     the search clock (tuning.progress_every_s): with the clock stopped far past the limit,
     a scan or two, not one per configuration."""
     late = 0
-    scan = driver._bounds
+    scan = driver.search_bounds
 
     def counted(request: PlanRequest, out: Outcome, *, sweep: bool) -> Any:
         nonlocal late
         late += out.now() > request.search.time_limit_s
         return scan(request, out, sweep=sweep)
 
-    monkeypatch.setattr(driver, "_bounds", counted)
+    monkeypatch.setattr(driver, "search_bounds", counted)
     request = deep_request(5.0)
     tolerant = request.model_copy(
         update={"search": request.search.model_copy(update={"gap_tolerance": 1e-9})}

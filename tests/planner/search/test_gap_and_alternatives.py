@@ -78,14 +78,14 @@ def test_checking_the_gap_takes_a_bounded_share_of_the_search(
     progress_every_s regardless of their cost, a third of the search went to them."""
     scan_s = 0.05
     calls = []
-    real_bounds = driver._bounds
+    real_bounds = driver.search_bounds
 
     def slow_bounds(*args, **kwargs):  # type: ignore[no-untyped-def]
         time.sleep(scan_s)
         calls.append(1)
         return real_bounds(*args, **kwargs)
 
-    monkeypatch.setattr(driver, "_bounds", slow_bounds)
+    monkeypatch.setattr(driver, "search_bounds", slow_bounds)
     request = gpt_request(
         model=DEEP,
         cluster={"gpu": "A100-SXM-80GB", "num_gpus": 512, "gpus_per_node": 8},

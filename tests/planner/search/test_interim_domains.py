@@ -1,4 +1,4 @@
-"""driver._known_domains: the count domains an interim solve proved are reused only by solves
+"""driver.start_domains: the count domains an interim solve proved are reused only by solves
 against a bound at or below its own (they hold only the partitions better than that bound)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from planner.search.cutlp import CutLP
-from planner.search.driver import _known_domains
+from planner.search.driver import start_domains
 from planner.search.exact import Known, SolveLimits, probe_phase, solve_config
 from planner.search.outcome import Entry
 
@@ -18,16 +18,16 @@ def test_interim_domains_are_kept_for_lower_bounds_only() -> None:
     interim = ((2, 3), (5, 6))
     entry = Entry(None, None, 0.0, 0.0, known_domains=exact, probed=True)  # type: ignore[arg-type]
     entry.interim_domains, entry.interim_bound_s, entry.interim_probed = interim, 10.0, True
-    assert _known_domains(entry, 10.5) == (exact, True)  # a higher bound: not those
-    assert _known_domains(entry, None) == (exact, True)
-    assert _known_domains(entry, 10.0) == (interim, True)
-    assert _known_domains(entry, 9.0) == (interim, False)  # not probed at this bound
+    assert start_domains(entry, 10.5) == (exact, True)  # a higher bound: not those
+    assert start_domains(entry, None) == (exact, True)
+    assert start_domains(entry, 10.0) == (interim, True)
+    assert start_domains(entry, 9.0) == (interim, False)  # not probed at this bound
 
 
 def test_a_solve_from_the_kept_domains_finds_the_optimum() -> None:
     """Domains probed against an interim bound below a configuration's optimum may leave its
     optimal partition out (where probing closed: every partition); a later solve against a
-    bound above the optimum starts from _known_domains and must still find it, and one
+    bound above the optimum starts from start_domains and must still find it, and one
     against the interim bound or below may start from them (every partition better than
     that lies inside)."""
     excluded = 0
@@ -44,8 +44,8 @@ def test_a_solve_from_the_kept_domains_finds_the_optimum() -> None:
         entry = Entry(None, inputs, 0.0, 0.0)  # type: ignore[arg-type]
         entry.interim_domains, entry.interim_bound_s = probe.domains, interim
         entry.interim_probed = probe.probed
-        assert _known_domains(entry, interim * 0.999)[0] == probe.domains
-        domains, probed = _known_domains(entry, step * 1.02)
+        assert start_domains(entry, interim * 0.999)[0] == probe.domains
+        domains, probed = start_domains(entry, step * 1.02)
         got = solve_config(
             inputs,
             modes=THREE,

@@ -1,5 +1,5 @@
-"""bounds._linear_fill (water-filling linear levels from the fractional water level) against the
-step-by-step greedy of bounds._water_fill on the same levels, many with ties."""
+"""bounds.linear_fill (water-filling linear levels from the fractional water level) against the
+step-by-step greedy of bounds.water_fill on the same levels, many with ties."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from planner.search.bounds import _linear_fill, _water_fill
+from planner.search.bounds import linear_fill, water_fill
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -23,4 +23,4 @@ def test_linear_fill_equals_the_greedy(seed: int) -> None:
         base = [rng.uniform(0.0, 30.0) for _ in range(pp)]
     levels = [lambda x, b=b: b + slope * x for b in base]
     explicit = [[f(x) for x in range(total + 1)] for f in levels]
-    assert _linear_fill(levels, slope, total) == _water_fill(explicit, total)
+    assert linear_fill(levels, slope, total) == water_fill(explicit, total)

@@ -10,13 +10,13 @@ import random
 import pytest
 
 from planner.search.bounds import (
-    _integer_curve,
-    _least_recompute,
-    _mode_options,
-    _water_fill,
     cut_floor_s,
+    integer_curve,
     integer_rank_floors_s,
+    least_recompute,
+    mode_options,
     time_floor_s,
+    water_fill,
 )
 from planner.search.exhaustive import exhaustive_config
 
@@ -42,12 +42,12 @@ def test_least_recompute_equals_brute_force(seed: int) -> None:
     rng = random.Random(seed)
     levels = tuple(sorted((rng.randint(1, 6) for _ in range(rng.randint(1, 6))), reverse=True))
     raw = tuple((rng.uniform(0.1, 3.0), rng.uniform(0.0, 2.0)) for _ in range(rng.randint(1, 2)))
-    options = _mode_options(raw)
+    options = mode_options(raw)
     most = sum(levels) * max(d for d, _ in raw)
     need = rng.uniform(-1.0, most * 1.1)
     expected = brute_force(need, levels, list(raw))
     prefix = list(itertools.accumulate(levels, initial=0))
-    got = _least_recompute(need, prefix, len(levels), options)
+    got = least_recompute(need, prefix, len(levels), options)
     if expected == float("inf"):
         assert got == float("inf")
     else:
@@ -65,7 +65,7 @@ def test_recompute_curve_is_nondecreasing_and_brute_force(seed: int) -> None:
     per_free = rng.uniform(max(d for d, _ in raw) * least, 4.0 * least * 3.0)
     need0 = rng.uniform(-10.0, 10.0)
     top = rng.randint(0, 6)
-    curve = _integer_curve(need0, per_free, fixed, least, _mode_options(raw), top, 0)
+    curve = integer_curve(need0, per_free, fixed, least, mode_options(raw), top, 0)
     values = [curve[x] for x in range(len(curve))]
     assert len(values) == top + 1
     assert all(a <= b for a, b in itertools.pairwise(values))
@@ -94,7 +94,7 @@ def test_three_mode_floors_never_exceed_the_optimum(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(200))
 def test_water_filling_from_a_warm_start_gives_the_plain_greedys_value(seed: int) -> None:
-    """bounds._water_fill with an envelope (levels >= base + slope x) starts each rank at its
+    """bounds.water_fill with an envelope (levels >= base + slope x) starts each rank at its
     steps below a threshold: the same value as the greedy from zero, ties and all."""
     rng = random.Random(9100 + seed)
     pp = rng.randint(1, 6)
@@ -109,6 +109,6 @@ def test_water_filling_from_a_warm_start_gives_the_plain_greedys_value(seed: int
             values.append(base[r] + slope * x + extra)
         levels.append(values)
     total = rng.randint(0, pp * (size - 1))
-    plain = _water_fill(levels, total)
-    assert _water_fill(levels, total, (base, slope)) == plain
-    assert _water_fill(levels, total, ([b - 1.0 for b in base], slope)) == plain  # loose
+    plain = water_fill(levels, total)
+    assert water_fill(levels, total, (base, slope)) == plain
+    assert water_fill(levels, total, ([b - 1.0 for b in base], slope)) == plain  # loose

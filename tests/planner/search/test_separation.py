@@ -1,8 +1,8 @@
 """solve_config's separation (separate_lp inside the probed domains, then probing again) still
 finds the oracle's optimum and never proves a floor above it: in a hard proof (a second
 call, with the paths an earlier call collected) and in a first call where the schedule is
-small (exact._separate_solves), or where the LP floor is much nearer the bound than the
-configuration's best partition (exact._floor_is_the_proof)."""
+small (exact.separate_solves), or where the LP floor is much nearer the bound than the
+configuration's best partition (exact.floor_is_the_proof)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from planner.search.exact import (
     ConfigResult,
     Known,
     Scored,
-    _floor_is_the_proof,
-    _separate_solves,
+    floor_is_the_proof,
+    separate_solves,
     solve_config,
 )
 from planner.search.exhaustive import exhaustive_config, scored_partitions
@@ -44,10 +44,10 @@ def test_second_call_with_separation_matches_the_oracle(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_first_call_with_separation_matches_the_oracle(seed: int) -> None:
     """A first call (no known paths) runs separate_lp too where the schedule is small
-    (exact._separate_solves: these inputs' schedules all get solves) and still finds the
+    (exact.separate_solves: these inputs' schedules all get solves) and still finds the
     oracle's optimum, never proving a floor above it."""
     _, inputs = three_mode_case(7700, seed)  # the inputs of the second-call test above
-    assert _separate_solves(inputs, TUNING, hard=False) > 0
+    assert separate_solves(inputs, TUNING, hard=False) > 0
     oracle = exhaustive_config(inputs, modes=THREE).best
     # a bound above the optimum and no hints: the phases before CP-SAT, separation among
     # them, run below it and prove the floors that the last assertion checks
@@ -81,15 +81,15 @@ def test_floor_is_the_proof_compares_the_two_gaps() -> None:
     assert far > 0 and within > 0
     gap = 100.0 * within  # the LP at the edge of the window
     lp = 100.0 - gap
-    assert _floor_is_the_proof(lp, best_at(100.0 + far * gap), 100.0, TUNING)
-    assert not _floor_is_the_proof(lp, best_at(100.0 + 0.9 * far * gap), 100.0, TUNING)
+    assert floor_is_the_proof(lp, best_at(100.0 + far * gap), 100.0, TUNING)
+    assert not floor_is_the_proof(lp, best_at(100.0 + 0.9 * far * gap), 100.0, TUNING)
     wider = 100.0 - 1.1 * gap  # outside the window, however far the best
-    assert not _floor_is_the_proof(wider, best_at(1e9), 100.0, TUNING)
-    assert not _floor_is_the_proof(lp, best_at(100.0), 100.0, TUNING)  # its own bound
-    assert not _floor_is_the_proof(100.0, best_at(200.0), 100.0, TUNING)  # settled already
-    assert not _floor_is_the_proof(lp, None, 100.0, TUNING)
+    assert not floor_is_the_proof(wider, best_at(1e9), 100.0, TUNING)
+    assert not floor_is_the_proof(lp, best_at(100.0), 100.0, TUNING)  # its own bound
+    assert not floor_is_the_proof(100.0, best_at(200.0), 100.0, TUNING)  # settled already
+    assert not floor_is_the_proof(lp, None, 100.0, TUNING)
     never = replace(TUNING, lp_separate_far=0.0)
-    assert not _floor_is_the_proof(lp, best_at(1e9), 100.0, never)
+    assert not floor_is_the_proof(lp, best_at(1e9), 100.0, never)
 
 
 def test_far_first_call_separation_matches_the_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,7 +117,7 @@ def test_far_first_call_separation_matches_the_oracle(monkeypatch: pytest.Monkey
         slowest = max(fits, key=lambda sc: sc.score.step_time_s)
         one = num_actions(schedule_of(inputs)) + inputs.num_stages * inputs.num_layers
         tuning = replace(TUNING, lp_action_budget=one, lp_rounds=0, lp_separate_far_within=1.0)
-        assert _separate_solves(inputs, tuning, hard=False) == 1
+        assert separate_solves(inputs, tuning, hard=False) == 1
         bound = oracle.score.step_time_s * (1 + 1e-3)
         res = solve_config(
             inputs,

@@ -97,11 +97,11 @@ def _request(model: dict[str, object], framework: str | None) -> PlanRequest:
 def test_the_space_checks_a_configuration_as_the_launchers_unsupported_does(
     framework: str, model: dict[str, object]
 ) -> None:
-    """The enumeration's framework check (planner.search.space._unsupported builds the
+    """The enumeration's framework check (planner.search.space.config_unsupported builds the
     LaunchView without a Candidate) gives the reasons unsupported() gives for the candidate,
     on every configuration of the unrestricted space (uniform recompute: one mode each),
     those the framework refuses included."""
-    from planner.search.space import _unsupported
+    from planner.search.space import config_unsupported
 
     base, fw = _request(model, None), _request(model, framework)
     assert fw.arch is not None
@@ -110,25 +110,25 @@ def test_the_space_checks_a_configuration_as_the_launchers_unsupported_does(
     refused = 0
     for c in configs:
         want = reasons(fw, c, framework)
-        assert _unsupported(fw, c) == want, c.describe()
+        assert config_unsupported(fw, c) == want, c.describe()
         refused += bool(want)
     assert 0 < refused < len(configs)
 
 
 @pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed", "meshplan"])
 def test_one_checker_gives_each_configuration_its_own_reasons(framework: str) -> None:
-    """The enumeration's checker (space._checker) keeps a verdict for the configurations that
-    differ in their recompute modes alone: over the whole unrestricted space (uniform
-    recompute: one configuration per mode), one checker still gives every configuration the
-    reasons unsupported() gives its candidate (a framework whose check read the recompute
-    mode of an open split would fail here)."""
-    from planner.search.space import _checker
+    """The enumeration's checker (space.framework_checker) keeps a verdict for the
+    configurations that differ in their recompute modes alone: over the whole unrestricted
+    space (uniform recompute: one configuration per mode), one checker still gives every
+    configuration the reasons unsupported() gives its candidate (a framework whose check read
+    the recompute mode of an open split would fail here)."""
+    from planner.search.space import framework_checker
 
     base, fw = _request(LLAMA, None), _request(LLAMA, framework)
     assert fw.arch is not None
     configs = enumerate_configs(base, num_layers=fw.arch.num_layers + 2)
     assert len({c.modes for c in configs}) > 1
-    check = _checker(fw)
+    check = framework_checker(fw)
     for c in configs:
         want = reasons(fw, c, framework)
         assert check(c) == want, c.describe()

@@ -7,9 +7,10 @@ from __future__ import annotations
 import operator
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.cost import PartitionInputs, PartitionScore
+from planner.errors import SpecError
 from planner.schedules import generate, peak_inflight, rank_held_points
 from planner.schedules.ir import stage_to_rank
 from planner.search.cutlp import CutLP
@@ -317,3 +318,24 @@ def sweep_grouped(configs: Iterable[Config]) -> list[list[Config]]:
     for cfg in configs:
         groups.setdefault(_SWEEP_KEY(cfg), []).append(cfg)
     return list(groups.values())
+
+
+def as_member(base: PartitionInputs, schedule: ScheduleName, vpp: int) -> PartitionInputs | None:
+    """`base` as the member of its group under `schedule` and `vpp` (the same layers, pp and m,
+    that schedule's in-flight counts, stage-to-rank map and held points); None where the
+    schedule cannot run it (no such schedule at this m, or more stages than layers)."""
+    pp, m = base.pp, base.num_microbatches
+    try:
+        sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
+    except SpecError:
+        return None
+    if pp * vpp > base.num_layers:
+        return None
+    return replace(
+        base,
+        schedule=schedule,
+        vpp=vpp,
+        inflight=peak_inflight(sched),
+        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
+        held_points=rank_held_points(sched),
+    )

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import pytest
 
-from planner.cost import PartitionInputs
 from planner.errors import SpecError
 from planner.schedules import generate, peak_inflight, rank_held_points
 from planner.schedules.ir import stage_to_rank
@@ -19,25 +18,7 @@ from planner.search.bounds import group_inflight, group_time_floor_s, time_floor
 from planner.search.exhaustive import exhaustive_config
 from planner.specs.base import ScheduleName
 
-from .cases import ALL_SCHEDULES, MODES, gpt_inputs, pipeline_inputs
-
-
-def as_member(base: PartitionInputs, schedule: ScheduleName, vpp: int) -> PartitionInputs | None:
-    pp, m = base.pp, base.num_microbatches
-    try:
-        sched = generate(schedule, pp=pp, vpp=vpp, num_microbatches=m)
-    except SpecError:
-        return None
-    if pp * vpp > base.num_layers:
-        return None
-    return replace(
-        base,
-        schedule=schedule,
-        vpp=vpp,
-        inflight=peak_inflight(sched),
-        stage_rank=tuple(stage_to_rank(s, pp=pp, schedule=schedule) for s in range(pp * vpp)),
-        held_points=rank_held_points(sched),
-    )
+from .cases import ALL_SCHEDULES, MODES, as_member, gpt_inputs, pipeline_inputs
 
 
 @pytest.mark.parametrize("pp", [2, 3, 4, 5, 8])

@@ -25,8 +25,7 @@ from planner.search.bounds import (
 from planner.search.exhaustive import exhaustive_config
 from planner.specs.base import RecomputeMode, ScheduleName
 
-from .cases import ALL_SCHEDULES, gpt_inputs, pipeline_inputs
-from .test_group_floor import as_member
+from .cases import ALL_SCHEDULES, as_member, gpt_inputs, pipeline_inputs
 
 _T = TypeVar("_T")
 

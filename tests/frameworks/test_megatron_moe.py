@@ -25,7 +25,7 @@ from launch_plans import (
 )
 from megatron.core.parallel_state import RankGenerator
 from megatron.core.transformer.transformer_config import MLATransformerConfig
-from test_megatron_core import FLOATS, INTS, VALUED, layers_per_stage, transformer_config
+from megatron_support import FLOATS, INTS, VALUED, layers_per_stage, transformer_config
 
 from planner.catalog.models import PRESETS
 from planner.launch import Deployment, render, unsupported

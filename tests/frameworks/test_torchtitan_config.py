@@ -10,15 +10,11 @@ explicit module names, and its stage-to-rank mapping must reproduce the plan.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import torch.distributed as dist
 from launch_plans import LLAMA_8B, make_plan, ranges_from_decoders
 from searched_plans import cases
-from torch.testing._internal.distributed.fake_pg import FakeStore
 from torchtitan.config import ConfigManager
 from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
 from torchtitan.distributed.parallel_dims import ParallelDims
@@ -27,30 +23,12 @@ from torchtitan.distributed.pipeline_parallel import (
     _get_pipeline_metadata,
     _get_pp_rank_to_stage_indices_mapping,
 )
+from torchtitan_support import fake_world, titan_argv  # noqa: F401 - the fixture
 
-from planner.launch import Deployment, render
 from planner.launch.layers import view
 from planner.plan import Plan
 
 AC = {"selective": SelectiveAC.Config, "full": FullAC.Config}
-
-
-def titan_argv(plan: Plan) -> list[str]:
-    command = render(plan, Deployment(), target="torchrun", framework="torchtitan").commands[0]
-    words = shlex.split(command)
-    return words[words.index("torchtitan.train") + 1 :]
-
-
-@pytest.fixture
-def fake_world() -> Iterator[Any]:
-    """A fake process group of the plan's world size (rank 0), for torchtitan's mesh."""
-
-    def start(world_size: int) -> None:
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
-
-    yield start
-    if dist.is_initialized():
-        dist.destroy_process_group()
 
 
 def plan_fqns(plan: Plan) -> list[list[str]]:
@@ -108,7 +86,7 @@ SEARCHED = cases("torchtitan")
 
 
 @pytest.mark.parametrize(("name", "i"), [(name, i) for name, i, _ in SEARCHED])
-def test_searched_plans_load_in_torchtitan(name: str, i: int, fake_world: Any) -> None:
+def test_searched_plans_load_in_torchtitan(name: str, i: int, fake_world: Any) -> None:  # noqa: F811
     (plan,) = [p for n, j, p in SEARCHED if (n, j) == (name, i)]
     check(plan, fake_world)
 
@@ -126,7 +104,7 @@ LLAMA_PLANS = {
 
 
 @pytest.mark.parametrize("name", list(LLAMA_PLANS))
-def test_llama8b_plans_load_in_torchtitan(name: str, fake_world: Any) -> None:
+def test_llama8b_plans_load_in_torchtitan(name: str, fake_world: Any) -> None:  # noqa: F811
     plan = LLAMA_PLANS[name]
     assert plan.arch == LLAMA_8B
     check(plan, fake_world)

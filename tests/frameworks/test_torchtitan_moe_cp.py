@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 from launch_plans import LLAMA_8B, make_plan, qwen3_30b_capacity
-from test_torchtitan_config import fake_world, titan_argv  # noqa: F401 - the fixture
 from torchtitan.config import ConfigManager
 from torchtitan.distributed.parallel_dims import ParallelDims
+from torchtitan_support import fake_world, titan_argv  # noqa: F401 - the fixture
 
 from planner.catalog.models import PRESETS
 from planner.launch import Deployment, unsupported

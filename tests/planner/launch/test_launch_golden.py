@@ -6,14 +6,12 @@ Refresh after an intended change with: MESHPLAN_UPDATE_GOLDEN=1 pytest tests/pla
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
+from golden_support import GOLDEN, flatten
 from launch_plans import LLAMA_8B, make_plan, ranges_from_decoders
 
-from planner.launch import FRAMEWORKS, TARGETS, Deployment, LaunchBundle, render
-
-GOLDEN = Path(__file__).parent / "golden"
+from planner.launch import FRAMEWORKS, TARGETS, Deployment, render
 
 # Llama-3-8B on 2 nodes x 4 GPUs: tp=4, pp=2 (16 decoder blocks each), 1F1B, full recompute;
 # a plan all four frameworks can express.
@@ -30,15 +28,6 @@ DEPLOYMENT = Deployment(
     steps=50,
     env={"NCCL_DEBUG": "WARN"},
 )
-
-
-def flatten(bundle: LaunchBundle) -> str:
-    parts = []
-    for f in bundle.files:
-        parts.append(f"=== file {f.name} (mode {f.mode:o}) ===\n{f.content.rstrip()}\n")
-    parts.append("=== commands ===\n" + "\n".join(bundle.commands) + "\n")
-    parts.append("=== notes ===\n" + "\n".join(bundle.notes) + "\n")
-    return "\n".join(parts)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

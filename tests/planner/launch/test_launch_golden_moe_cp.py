@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from golden_support import GOLDEN, flatten
 from launch_plans import llama3_405b_cp16, mixtral_8x7b_64, qwen3_30b_capacity
-from test_launch_golden import GOLDEN, flatten
 
 from planner.launch import FRAMEWORKS, Deployment, render, unsupported
 

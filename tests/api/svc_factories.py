@@ -4,6 +4,7 @@ history tests can store many rows quickly."""
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,6 +13,7 @@ from planner.catalog.models import analytic_profile
 from planner.cost import fixed_plan
 from planner.plan import PlanResult, SearchStats
 from planner.specs import Candidate, PlanRequest
+from profiler.models import tiny_arch
 
 
 def tiny_request(**overrides: Any) -> dict[str, Any]:
@@ -114,3 +116,14 @@ def synthetic_rows(n: int, *, tenant: str, seed: int = 0) -> list[dict[str, Any]
             }
         )
     return rows
+
+
+def cpu_request() -> dict[str, Any]:
+    """A tiny GPT on 2 CPU ranks (the plan the dev cluster runs end to end)."""
+    return {
+        "model": json.loads(tiny_arch("gpt").model_dump_json()),
+        "cluster": {"gpu": "CPU", "num_gpus": 2},
+        "training": {"global_batch_size": 8, "seq_length": 16, "dtype": "fp32"},
+        "constraints": {"pp": [2], "micro_batch_sizes": [2], "memory_reserve_gib": 0},
+        "search": {"time_limit_s": 5},
+    }

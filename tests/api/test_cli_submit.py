@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 from submit_double import SchedulerDouble
+from svc_factories import cpu_request
 from svc_harness import ADMIN_KEY, Live, make_settings, serve
-from test_submissions import cpu_request
 from typer.testing import CliRunner
 
 from api.app import create_app

@@ -4,7 +4,6 @@ cancel, and the report token."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -13,25 +12,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from submit_double import SchedulerDouble
+from svc_factories import cpu_request
 from svc_harness import ADMIN_KEY, make_settings, new_key
 
 from api.app import create_app
 from api.state import AppState
 from api.submit import JobStatus
-from profiler.models import tiny_arch
 
 WORKDIR = "/srv/jobs"
-
-
-def cpu_request() -> dict[str, Any]:
-    """A tiny GPT on 2 CPU ranks (the plan the dev cluster runs end to end)."""
-    return {
-        "model": json.loads(tiny_arch("gpt").model_dump_json()),
-        "cluster": {"gpu": "CPU", "num_gpus": 2},
-        "training": {"global_batch_size": 8, "seq_length": 16, "dtype": "fp32"},
-        "constraints": {"pp": [2], "micro_batch_sizes": [2], "memory_reserve_gib": 0},
-        "search": {"time_limit_s": 5},
-    }
 
 
 @dataclass

@@ -183,8 +183,19 @@ def edge_terms(inputs: PartitionInputs, *, hop: bool = True) -> EdgeTerms | None
     )
 
 
+def edge_sum(terms: EdgeTerms, *, pp: int, drain: bool) -> float:
+    """E of group_bubble_floor: the sum over ranks of bounds.rank_edges."""
+    return sum(rank_edges(terms.chains, pp=pp, drain=drain))
+
+
 def group_bubble_floor(
-    terms: EdgeTerms | None, *, pp: int, m: int, drain: bool, max_stages: int
+    terms: EdgeTerms | None,
+    *,
+    pp: int,
+    m: int,
+    drain: bool,
+    max_stages: int,
+    edges: float | None = None,
 ) -> float:
     """A lower bound of the simulated bubble of every partition of every configuration with
     these layer terms (edge_terms), pp ranks and m micro-batches, at most `max_stages`
@@ -205,10 +216,12 @@ def group_bubble_floor(
     micro-batch once), and a partition's stage sums add up to every layer's fw and backward
     in the layer's mode plus one action overhead per stage (planner.cost.partition), so
     W_max = m * (terms.work + max_stages * terms.overhead). (With m < pp the chain term
-    gives up to 1 - m / pp; the edges give E / (W_max + E) at any m.)"""
+    gives up to 1 - m / pp; the edges give E / (W_max + E) at any m.) `edges`: E where the
+    caller has it (edge_sum of these terms, pp and drain; it depends on nothing else)."""
     if pp <= 1 or terms is None:
         return 0.0
-    edges = sum(rank_edges(terms.chains, pp=pp, drain=drain))
+    if edges is None:
+        edges = edge_sum(terms, pp=pp, drain=drain)
     chain = terms.chain + (terms.weight if drain else 0.0)
     most = m * (terms.work + max_stages * terms.overhead)
     span = max(pp * chain, most + edges)  # a lower bound of pp M

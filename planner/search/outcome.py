@@ -112,6 +112,9 @@ class Outcome:
     edge_kinds: dict[tuple[object, ...], EdgeTerms | None] = field(
         default_factory=dict
     )  # (kind_key, modes) -> its EdgeTerms without p2p: group_edge_floor
+    edge_sums: dict[tuple[object, ...], float] = field(
+        default_factory=dict
+    )  # ((kind_key, modes), pp, drain) -> the sum of its rank edges: group_edge_floor
     pending_bubble: dict[int, float] = field(default_factory=dict)  # id(group) -> edge floor
     memory_kinds: dict[MemoryKey, float | None] = field(
         default_factory=dict

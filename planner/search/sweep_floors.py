@@ -43,7 +43,7 @@ from planner.search.bounds import (
     least_inflight,
     restricted,
 )
-from planner.search.bubble_floor import edge_terms, group_bubble_floor
+from planner.search.bubble_floor import edge_sum, edge_terms, group_bubble_floor
 from planner.search.kinds import (
     FloorFields,
     MemoryKey,
@@ -356,7 +356,9 @@ def group_edge_floor(
     """Objective bubble: a bubble floor of every member of a group, the least of each
     member's bubble_floor.group_bubble_floor over the EdgeTerms of its kind and modes (the
     layers' times of a kind are the same in every configuration, planner.search.kinds; p2p
-    left out, which is valid), one PartitionInputs per (kind, modes) (out.edge_kinds). With
+    left out, which is valid), one PartitionInputs per (kind, modes) (out.edge_kinds) and one
+    sum of rank edges per (kind, modes, pp, drain) (out.edge_sums: a group's members differ
+    in schedule and vpp, and groups in dp and ZeRO, which the edges do not read). With
     `known`, or where a kind's inputs cannot be built, only what is known: None unless every
     kind's terms are."""
     least = math.inf
@@ -373,13 +375,21 @@ def group_edge_floor(
             except SpecError:
                 return None  # a member the cost model refuses: no floor claimed for it
             out.edge_kinds[key] = edge_terms(restricted(rin, cfg.modes), hop=False)
+        terms = out.edge_kinds[key]
         drain = cfg.schedule not in SPLIT_BACKWARD
+        edges = None
+        if terms is not None and cfg.pp > 1:
+            at = (key, cfg.pp, drain)
+            edges = out.edge_sums.get(at)
+            if edges is None:
+                edges = out.edge_sums[at] = edge_sum(terms, pp=cfg.pp, drain=drain)
         floor = group_bubble_floor(
-            out.edge_kinds[key],
+            terms,
             pp=cfg.pp,
             m=cfg.num_microbatches,
             drain=drain,
             max_stages=cfg.pp * cfg.vpp,
+            edges=edges,
         )
         least = min(least, floor)
     return least if least < math.inf else None

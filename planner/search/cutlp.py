@@ -18,8 +18,8 @@ few seed cuts is far below the optimum when stages hold one or two layers (18.4B
 interleaved with 22 stages: 0.986 of the incumbent), but the paths it is missing are the
 critical paths of partitions *near its own solution*. Rounding the fractional solution to a
 partition, simulating it and its one-boundary neighbours, and adding their critical paths
-raises it (0.986 -> 0.998 in 22 rounds there), and CP-SAT given those cuts proves in 0.1-0.6 s
-what it could not prove in 20 s with the seeds alone (docs/search.md).
+raises it (to 0.998 of the incumbent in 22 rounds there), and CP-SAT given those cuts proves
+what it cannot prove with the seeds alone (docs/search.md).
 """
 
 from __future__ import annotations

@@ -103,9 +103,9 @@ def group_time_floor(
     request: PlanRequest, out: Outcome, group: MemoryGroup, enough_s: float | None = None
 ) -> float:
     """A memory-pruned group's time floor (what memory cost, for explain). The sweep keeps
-    only its cheap part (the whole-layer floors of 1008B's 538 such groups, most of them
-    memory-bound, took ~0.4 s); the rest is computed here when asked (a value at or above
-    `enough_s` may stay partial)."""
+    only its cheap part (the whole-layer floors of every such group, most of them
+    memory-bound, are work no prune needs); the rest is computed here when asked (a value
+    at or above `enough_s` may stay partial)."""
     if group.cheap:
         src = out.source if out.source is not None else resolve_costs(request)
         floors = group_floors(request, src, group.members, enough_s)

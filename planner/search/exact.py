@@ -1217,8 +1217,8 @@ def probe_phase(
     Why: the branching's cover splits a node into one child per rank, and its tree grows
     with pp; probing shrinks every domain at once and keeps what it learns. 145.6B's winner
     (tp = 4 pp = 8 zbv, LP 0.995 of the optimum): every rank's count and 14 of 16 stage
-    counts fixed in 140 solves (0.5 s), the LP 0.9998 inside them, and CP-SAT given those
-    domains refutes a better partition in 0.01 s instead of 1.3 s."""
+    counts fixed in 140 solves, the LP 0.9998 inside them, and CP-SAT given those domains
+    refutes a better partition in a small part of the search it needs without them."""
     inputs = lp.inputs
     if inputs.pp < 2:
         return ProbeOutcome(False, start, False, 0)
@@ -1539,7 +1539,7 @@ def _descend(
         for moves in (_neighbours, lambda p: rank_shifts(p, inputs.stage_rank, single=polish)):
             for near in moves(cur.partition):
                 if time_left is not None and time_left() <= 0:
-                    return path  # a round of a deep schedule takes ~0.1 s: checked per move
+                    return path  # a round of a deep schedule is long: checked per move
                 if near.bounds in seen:
                     continue
                 seen.add(near.bounds)

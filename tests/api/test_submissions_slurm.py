@@ -6,7 +6,6 @@ job, slurmctld stopped. Skipped when the cluster is down (CI brings it up)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,11 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
+from svc_factories import cpu_request
 from svc_harness import ADMIN_KEY, free_port, make_settings, serve
 
 from api.app import create_app
 from api.state import AppState
-from profiler.models import tiny_arch
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -92,16 +91,6 @@ class Cluster:
             time.sleep(0.1)
 
 
-def cpu_plan_request() -> dict[str, Any]:
-    return {
-        "model": json.loads(tiny_arch("gpt").model_dump_json()),
-        "cluster": {"gpu": "CPU", "num_gpus": 2},
-        "training": {"global_batch_size": 8, "seq_length": 16, "dtype": "fp32"},
-        "constraints": {"pp": [2], "micro_batch_sizes": [2], "memory_reserve_gib": 0},
-        "search": {"time_limit_s": 5},
-    }
-
-
 @contextmanager
 def live_cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
     if not cluster_up():
@@ -117,7 +106,7 @@ def live_cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
         admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
         key = httpx.post(f"{live.url}/v1/keys", json={"tenant": "acme"}, headers=admin).json()
         auth = {"Authorization": f"Bearer {key['key']}"}
-        r = httpx.post(f"{live.url}/v1/plans", json=cpu_plan_request(), headers=auth, timeout=60)
+        r = httpx.post(f"{live.url}/v1/plans", json=cpu_request(), headers=auth, timeout=60)
         assert r.status_code == 201, r.text
         workdir = tmp_path / "jobs"
         workdir.mkdir()

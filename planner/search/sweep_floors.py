@@ -18,8 +18,8 @@ search's lower bound (docs/search.md, "Gap and status"). From the cheapest to th
   objective bubble's `group_edge_floor` (bubble_floor.group_bubble_floor per kind and modes).
 
 The values are kept in the search's Outcome (coarse_kinds, expert_kinds, work_kinds,
-memory_kinds, post_kinds, edge_kinds, shared_floors, partial_floors, group_keys), one per
-key for the whole search. `least_first` spends a cut's time on the unswept groups that hold
+memory_kinds, post_kinds, edge_kinds, edge_sums, shared_floors, partial_floors, group_keys),
+one per key for the whole search. `least_first` spends a cut's time on the unswept groups that hold
 the bound, best first; `sweep_order` orders the groups (which only decides what is seen
 first, never what is pruned).
 """
